@@ -18,13 +18,13 @@ description:
     only explains a driver that does not answer (no GPU, driver not installed,
     driver not loaded); it never overrides a driver that answers, since inside
     containers and some VMs the PCI device is hidden while the driver works.
-  - A missing GPU or driver is a normal O(state), not a failure. The module
+  - A missing GPU or driver is a normal RV(ansible_facts.nvidia.state), not a failure. The module
     fails only when a tool that is present answers something it cannot read,
     and then returns the tool's rc, stdout and stderr.
   - Values that the source reports as V(N/A), V([Not Supported]), deprecated
     markers or masked (V(REDACTED)) become null; units are stripped into numbers.
 author:
-  - gpufleet.nvidia contributors
+  - gpufleet.nvidia contributors (@gpufleet)
 options:
   source:
     description:
@@ -41,16 +41,23 @@ options:
     default: auto
 attributes:
   check_mode:
+    description: Can run in check mode and return the same facts.
     support: full
-    details: Only reads; runs the same in check mode.
+    details: The module only reads, so check mode changes nothing in what it does.
   diff_mode:
+    description: Would show a diff of what changed.
     support: none
+    details: The module never changes anything.
   facts:
+    description: Returns facts under C(ansible_facts['nvidia']).
     support: full
   idempotent:
+    description: A second run with the same arguments reports no change.
     support: full
-    details: Never reports a change.
+    details: The module never reports a change.
   platform:
+    description: Targets the module runs on.
+    support: full
     platforms: posix
 notes:
   - Compute capability is only known through NVML; C(nvidia-smi -q -x) does not print it.
