@@ -25,8 +25,9 @@ cmp -s "$repo/scripts/ansible-test-pip-bootstrap.py" "$cache" 2>/dev/null \
 # Same files as a clean clone would have: tracked plus new, not ignored.
 rm -rf "$build"
 mkdir -p "$build"
-(cd "$repo" && git ls-files -z --cached --others --exclude-standard) \
-    | (cd "$repo" && xargs -0 cp --parents -t "$build" 2>/dev/null || true)
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard \
+    | tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null) \
+    | tar -xf - -C "$build"
 cd "$build"
 git init -q . && git add -A >/dev/null
 

@@ -364,7 +364,7 @@ def _smi_gpu(index, node):
     gpu["architecture"] = clean(_text(node, "product_architecture"))
     gpu["memory_total_mib"] = to_number(_text(node, "fb_memory_usage/total"), integer=True)
     gpu["persistence_mode"] = to_bool(_text(node, "persistence_mode"))
-    gpu["virtualization_mode"] = clean(_text(node, "gpu_virtualization_mode/virtualization_mode"))
+    gpu["virtualization_mode"] = virtualization_mode(_text(node, "gpu_virtualization_mode/virtualization_mode"))
     # 530+ renamed <power_readings> to <gpu_power_readings> and the enforced
     # limit to <current_power_limit>; some v12 documents keep the old names.
     gpu["power_limit_w"] = _first_number(node, (
@@ -673,13 +673,29 @@ def _nvml_gpu(nvml, index):
     return gpu
 
 
+# nvmlGpuVirtualizationMode_t values and nvidia-smi's words for them, as one vocabulary.
 _NVML_VIRTUALIZATION_MODES = {
-    0: "None",
-    1: "Pass-Through",
-    2: "VGPU",
-    3: "Host VGPU",
-    4: "Host VSGA",
+    0: "none",
+    1: "passthrough",
+    2: "vgpu",
+    3: "host_vgpu",
+    4: "host_vsga",
 }
+_SMI_VIRTUALIZATION_MODES = {
+    "none": "none",
+    "pass-through": "passthrough",
+    "vgpu": "vgpu",
+    "host vgpu": "host_vgpu",
+    "host vsga": "host_vsga",
+}
+
+
+def virtualization_mode(text):
+    """nvidia-smi's <virtualization_mode> in the vocabulary of the NVML path."""
+    value = clean(text)
+    if value is None:
+        return None
+    return _SMI_VIRTUALIZATION_MODES.get(value.lower(), value.lower().replace(" ", "_"))
 
 _NVML_INIT_OUTCOMES = {
     NVML_ERROR_DRIVER_NOT_LOADED: "not_loaded",

@@ -41,7 +41,7 @@ def test_h100():
     assert gpu["architecture"] == "Hopper"
     assert gpu["persistence_mode"] is True
     assert gpu["power_limit_w"] == 700.0
-    assert gpu["virtualization_mode"] == "Pass-Through"
+    assert gpu["virtualization_mode"] == "passthrough"
     assert gpu["serial"] == "0000000000000"
     assert gpu["mig"] == {"capable": True, "current_mode": "disabled", "pending_mode": "disabled", "devices": []}
     assert gpu["ecc"] == {

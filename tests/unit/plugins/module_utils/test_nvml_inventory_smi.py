@@ -324,3 +324,13 @@ def test_real_nvidia_smi_without_kernel_module():
     facts = inv.summarise(answer, [], driver_installed=True, module_version=None)
     assert (facts["state"], facts["driver_installed"], facts["driver_loaded"]) == ("no_gpu", True, False)
     assert stdout.strip() in facts["message"]
+
+
+@pytest.mark.parametrize("name,mode", [
+    ("telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml", "none"),
+    ("telegraf-tesla-t4-aws-driver-515.105.01-v11.xml", "passthrough"),
+    ("telegraf-grid-p4-1q-vgpu-guest-windows-driver-513.46-v11.xml", "vgpu"),
+    ("rai-grid-k520-aws-driver-352.99-v7.xml", None),
+])
+def test_virtualization_mode_vocabulary_matches_nvml(name, mode):
+    assert inv.parse_smi_xml(fixture(name))["gpus"][0]["virtualization_mode"] == mode
