@@ -215,6 +215,31 @@ def cuda_version_string(value):
     return "%d.%d" % (number // 1000, (number % 1000) // 10)
 
 
+# nvmlGpuVirtualizationMode_t values and nvidia-smi's words for them, as one vocabulary.
+_NVML_VIRTUALIZATION_MODES = {
+    0: "none",
+    1: "passthrough",
+    2: "vgpu",
+    3: "host_vgpu",
+    4: "host_vsga",
+}
+_SMI_VIRTUALIZATION_MODES = {
+    "none": "none",
+    "pass-through": "passthrough",
+    "vgpu": "vgpu",
+    "host vgpu": "host_vgpu",
+    "host vsga": "host_vsga",
+}
+
+
+def virtualization_mode(text):
+    """nvidia-smi's <virtualization_mode> in the vocabulary of the NVML path."""
+    value = clean(text)
+    if value is None:
+        return None
+    return _SMI_VIRTUALIZATION_MODES.get(value.lower(), value.lower().replace(" ", "_"))
+
+
 def _sum_known(values):
     known = [v for v in values if v is not None]
     return sum(known) if known else None
@@ -673,30 +698,6 @@ def _nvml_gpu(nvml, index):
     return gpu
 
 
-# nvmlGpuVirtualizationMode_t values and nvidia-smi's words for them, as one vocabulary.
-_NVML_VIRTUALIZATION_MODES = {
-    0: "none",
-    1: "passthrough",
-    2: "vgpu",
-    3: "host_vgpu",
-    4: "host_vsga",
-}
-_SMI_VIRTUALIZATION_MODES = {
-    "none": "none",
-    "pass-through": "passthrough",
-    "vgpu": "vgpu",
-    "host vgpu": "host_vgpu",
-    "host vsga": "host_vsga",
-}
-
-
-def virtualization_mode(text):
-    """nvidia-smi's <virtualization_mode> in the vocabulary of the NVML path."""
-    value = clean(text)
-    if value is None:
-        return None
-    return _SMI_VIRTUALIZATION_MODES.get(value.lower(), value.lower().replace(" ", "_"))
-
 _NVML_INIT_OUTCOMES = {
     NVML_ERROR_DRIVER_NOT_LOADED: "not_loaded",
     NVML_ERROR_LIBRARY_NOT_FOUND: "not_installed",
@@ -863,7 +864,8 @@ def summarise(answer, pci_devices, driver_installed, module_version):
     facts = {
         "state": None,
         "message": None,
-        "driver_installed": bool(driver_installed or answered or outcome == "mismatch"),
+        # Any answer but "not installed" came from a driver library.
+        "driver_installed": bool(driver_installed) if outcome == "not_installed" else True,
         "driver_loaded": bool(answered or outcome == "mismatch" or module_version),
         "kernel_module_version": module_version,
         "driver_version": answer.get("driver_version"),
@@ -874,8 +876,6 @@ def summarise(answer, pci_devices, driver_installed, module_version):
     }
     if outcome == "not_loaded":
         facts["driver_loaded"] = False
-    if outcome == "not_installed":
-        facts["driver_installed"] = bool(driver_installed)
 
     # NUMA node from sysfs where the source cannot say.
     numa_by_address = dict((d["address"], d["numa_node"]) for d in pci_devices)
@@ -916,6 +916,10 @@ def summarise(answer, pci_devices, driver_installed, module_version):
     elif outcome == "not_loaded":
         facts["state"] = "driver_not_loaded"
         facts["message"] = "%s but the driver is not loaded; %s" % (pci_words, words)
+    elif outcome == "not_installed" and facts["driver_installed"]:
+        facts["state"] = "error"
+        facts["message"] = "%s and the NVML library is installed, but nothing can read it: install " \
+            "nvidia-smi or pynvml; %s" % (pci_words, words)
     elif outcome == "not_installed":
         facts["state"] = "driver_not_installed"
         facts["message"] = "%s but no NVIDIA driver is installed; %s" % (pci_words, words)

@@ -405,3 +405,18 @@ def test_real_pynvml_error_of_a_container_without_kernel_module():
     facts = inv.summarise(answer, [], driver_installed=True, module_version=None)
     assert (facts["state"], facts["driver_loaded"]) == ("no_gpu", False)
     assert facts["message"].endswith("NVML: Driver Not Loaded")
+
+
+def test_library_without_a_reader_is_an_error_on_a_gpu_host():
+    # libnvidia-ml present, but neither pynvml nor nvidia-smi to read it.
+    facts = inv.gather({}, Probe(pci=[H100_PCI], library=True))
+    assert (facts["state"], facts["driver_installed"]) == ("error", True)
+    assert "nvidia-smi or pynvml" in facts["message"]
+    facts = inv.gather({}, Probe(library=True))
+    assert (facts["state"], facts["driver_installed"]) == ("no_gpu", True)
+
+
+def test_driver_not_loaded_means_installed_even_if_the_library_search_missed_it():
+    answer, dummy = query(readings.DRIVER_NOT_LOADED_HOST)
+    facts = inv.summarise(answer, [H100_PCI], driver_installed=False, module_version=None)
+    assert (facts["state"], facts["driver_installed"]) == ("driver_not_loaded", True)
