@@ -29,11 +29,11 @@ setup: venv collections podman images
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt constraints-dev.txt
 	@test -x "$(PYTHON312)" || { echo "Python 3.12 not found at $(PYTHON312); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
 	test -x $(VENV)/bin/python || "$(PYTHON312)" -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt -c constraints-dev.txt
 	touch $@
 
 collections: venv

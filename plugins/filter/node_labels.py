@@ -11,18 +11,18 @@ from ansible.errors import AnsibleFilterError
 
 LABEL_PREFIX = "nvidia.com/"
 _LABEL_VALUE_MAX = 63
-_INVALID_LABEL_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
+_GFD_DROPPED_CHARS = re.compile(r"[^A-Za-z0-9_. -]")
 _LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
-# Compute capability major version -> family, as gpu-feature-discovery names it
-# (Ada Lovelace, 8.9, is reported as "ampere" there too).
+# Compute capability -> family, as gpu-feature-discovery names it
+# (k8s-device-plugin internal/lm/resource.go getArchFamily). That table ends
+# at Hopper and says "undefined" beyond; Blackwell (10.x, 12.x) is named here.
 _FAMILIES = {
     1: "tesla",
     2: "fermi",
     3: "kepler",
     5: "maxwell",
     6: "pascal",
-    8: "ampere",
     9: "hopper",
     10: "blackwell",
     12: "blackwell",
@@ -32,11 +32,12 @@ _FAMILIES = {
 def label_value(text):
     """Make ``text`` a valid label value the way gpu-feature-discovery does.
 
-    gpu-feature-discovery replaces spaces by '-'; any other character that a
-    label value may not hold is replaced the same way, and the result is cut
-    to 63 characters and trimmed to start and end alphanumeric.
+    gpu-feature-discovery drops every character but letters, digits, '-',
+    '_', '.' and blanks, then joins the words with '-'. The result is also
+    cut to 63 characters and trimmed to start and end alphanumeric, which a
+    label value needs.
     """
-    value = _INVALID_LABEL_CHARS.sub("-", str(text).strip())
+    value = "-".join(_GFD_DROPPED_CHARS.sub("", str(text)).split())
     value = value[:_LABEL_VALUE_MAX]
     value = re.sub(r"^[^A-Za-z0-9]+", "", value)
     value = re.sub(r"[^A-Za-z0-9]+$", "", value)
@@ -46,6 +47,8 @@ def label_value(text):
 def family(major, minor):
     if major == 7:
         return "volta" if minor < 5 else "turing"
+    if major == 8:
+        return "ampere" if minor < 9 else "ada-lovelace"
     return _FAMILIES.get(major, "undefined")
 
 

@@ -58,7 +58,6 @@ _UNKNOWN_VALUE_CODES = frozenset((
     NVML_ERROR_NO_PERMISSION,
     NVML_ERROR_NOT_FOUND,
     NVML_ERROR_FUNCTION_NOT_FOUND,
-    NVML_ERROR_CORRUPTED_INFOROM,
     NVML_ERROR_NO_DATA,
     NVML_ERROR_ARGUMENT_VERSION_MISMATCH,
     NVML_ERROR_DEPRECATED,
@@ -508,6 +507,7 @@ _SMI_OUTCOMES = (
     ("mismatch", (18,), "version mismatch"),
     ("not_loaded", (9,), "couldn't communicate with the nvidia driver"),
     ("no_devices", (6,), "no devices were found"),
+    ("not_installed", (12,), "couldn't find libnvidia-ml"),
     ("not_installed", (12,), "shared library not found"),
     ("gpu_lost", (15,), "gpu is lost"),
 )
@@ -546,7 +546,17 @@ def query_nvidia_smi(run, executable):
             raise InventoryError(
                 "nvidia-smi -q -x failed with rc=%s: %s" % (rc, _first_line(err, out) or "no output"),
                 rc=rc, stdout=out, stderr=err, cmd=[executable, "-q", "-x"])
-        return {"outcome": outcome, "message": "nvidia-smi: %s" % _first_line(out, err)}
+        answer = {"outcome": outcome, "message": "nvidia-smi: %s" % _first_line(err, out)}
+        if outcome == "gpu_lost" and "<nvidia_smi_log" in (out or ""):
+            # The GPUs that still answer are printed before the failure.
+            try:
+                partial = parse_smi_xml(out[out.index("<"):])
+            except InventoryError:
+                partial = None
+            if partial:
+                answer.update(driver_version=partial["driver_version"],
+                              cuda_driver_version=partial["cuda_driver_version"], gpus=partial["gpus"])
+        return answer
     try:
         parsed = parse_smi_xml(out)
     except InventoryError as exc:
@@ -620,6 +630,8 @@ def _nvml_mig_devices(nvml, device):
         entry["memory_total_mib"] = int(total) // (1024 * 1024) if total is not None else None
         entry["multiprocessor_count"] = _field(mig.get("nvmlDeviceGetAttributes"), "multiprocessorCount")
         devices.append(entry)
+        if mig.fault is not None and device.fault is None:
+            device.fault = mig.fault
     return devices
 
 
@@ -652,8 +664,9 @@ def _nvml_gpu(nvml, index):
     gpu["persistence_mode"] = to_bool(device.get("nvmlDeviceGetPersistenceMode"))
     limit_mw = device.get("nvmlDeviceGetEnforcedPowerLimit")
     gpu["power_limit_w"] = round(int(limit_mw) / 1000.0, 2) if limit_mw is not None else None
-    numa = device.get("nvmlDeviceGetNumaNodeId")
-    gpu["numa_node"] = numa if numa is not None and int(numa) >= 0 else None
+    # numa_node is the PCI locality from sysfs (see summarise); NVML's
+    # nvmlDeviceGetNumaNodeId is the GPU memory's own node on coherent
+    # platforms, another fact.
     virt = device.get("nvmlDeviceGetVirtualizationMode")
     gpu["virtualization_mode"] = _NVML_VIRTUALIZATION_MODES.get(virt) if virt is not None else None
 
@@ -853,20 +866,34 @@ def _count_phrase(count, noun):
     return "%d %s%s" % (count, noun, "" if count == 1 else "s")
 
 
+_UNREAD_OUTCOMES = ("not_installed", "no_reader")
+
+
 def summarise(answer, pci_devices, driver_installed, module_version):
-    """Turn a source's answer plus what the host shows into the state facts."""
+    """Turn a source's answer plus what the host shows into the state facts.
+
+    ``driver_installed`` says whether the NVML library is on the host.
+    ``driver_loaded`` is true when the driver answered (even with a fault or
+    a version mismatch), false when it said it is not loaded, and otherwise
+    whether /proc shows a loaded kernel module.
+    """
     outcome = answer["outcome"]
     gpus = answer.get("gpus") or []
     words = answer.get("message")
     gpu_functions = [d for d in pci_devices if d["is_gpu"]]
-    answered = outcome in ("ok", "no_devices")
 
+    if outcome == "not_loaded":
+        loaded = False
+    elif outcome in _UNREAD_OUTCOMES:
+        loaded = bool(module_version)
+    else:
+        loaded = True
     facts = {
         "state": None,
         "message": None,
-        # Any answer but "not installed" came from a driver library.
-        "driver_installed": bool(driver_installed) if outcome == "not_installed" else True,
-        "driver_loaded": bool(answered or outcome == "mismatch" or module_version),
+        # Any answer but "not installed" came from the driver's library.
+        "driver_installed": bool(driver_installed) if outcome in _UNREAD_OUTCOMES else True,
+        "driver_loaded": loaded,
         "kernel_module_version": module_version,
         "driver_version": answer.get("driver_version"),
         "cuda_driver_version": answer.get("cuda_driver_version"),
@@ -874,10 +901,7 @@ def summarise(answer, pci_devices, driver_installed, module_version):
         "gpus": gpus,
         "pci_devices": pci_devices,
     }
-    if outcome == "not_loaded":
-        facts["driver_loaded"] = False
-
-    # NUMA node from sysfs where the source cannot say.
+    # NUMA node (PCI locality) from sysfs.
     numa_by_address = dict((d["address"], d["numa_node"]) for d in pci_devices)
     for gpu in gpus:
         if gpu["numa_node"] is None and gpu["pci_address"] in numa_by_address:
@@ -913,14 +937,18 @@ def summarise(answer, pci_devices, driver_installed, module_version):
         facts["state"] = "no_gpu"
         detail = words or "the driver reports no GPU"
         facts["message"] = "%s; %s" % (pci_words, detail) if outcome != "no_devices" else detail
+    elif outcome == "not_loaded" and module_version:
+        facts["state"] = "driver_not_loaded"
+        facts["message"] = "%s and kernel module %s is loaded, but the driver cannot be reached " \
+            "(missing /dev/nvidia* device nodes?); %s" % (pci_words, module_version, words)
     elif outcome == "not_loaded":
         facts["state"] = "driver_not_loaded"
         facts["message"] = "%s but the driver is not loaded; %s" % (pci_words, words)
-    elif outcome == "not_installed" and facts["driver_installed"]:
+    elif outcome == "no_reader" and facts["driver_installed"]:
         facts["state"] = "error"
         facts["message"] = "%s and the NVML library is installed, but nothing can read it: install " \
             "nvidia-smi or pynvml; %s" % (pci_words, words)
-    elif outcome == "not_installed":
+    elif outcome in _UNREAD_OUTCOMES:
         facts["state"] = "driver_not_installed"
         facts["message"] = "%s but no NVIDIA driver is installed; %s" % (pci_words, words)
     else:  # no_devices while the PCI bus shows GPUs
@@ -952,14 +980,16 @@ def gather(params, probe):
                 "source=nvidia_smi or auto")
         answer = query_nvml(PynvmlAdapter(pynvml))
     elif smi is None:
-        answer = {"outcome": "not_installed", "message": "nvidia-smi: command not found"}
+        answer = {"outcome": "no_reader", "message": (
+            "nvidia-smi: command not found" if params.get("source") == "nvidia_smi"
+            else "neither pynvml nor nvidia-smi is available")}
     else:
         answer = query_nvidia_smi(probe.run, smi)
 
     facts = summarise(
         answer,
         probe.pci_devices(),
-        driver_installed=probe.nvml_library_present() or smi is not None,
+        driver_installed=probe.nvml_library_present(),
         module_version=probe.kernel_module_version(),
     )
     facts["source"] = source

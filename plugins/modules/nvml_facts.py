@@ -61,7 +61,7 @@ attributes:
     platforms: posix
 notes:
   - Compute capability is only known through NVML; C(nvidia-smi -q -x) does not print it.
-  - NUMA nodes come from NVML where the bindings offer it, otherwise from sysfs.
+  - C(numa_node) is the GPU's PCI locality from sysfs (null where sysfs does not show the device).
   - Two GPUs that report the same UUID (masked or cloned boards) stay two GPUs.
 seealso:
   - plugin: gpufleet.nvidia.node_labels
@@ -106,7 +106,7 @@ ansible_facts:
           description:
             - V(ok) the driver answered and every GPU is readable;
               V(no_gpu) no NVIDIA GPU on the PCI bus and the driver reports none (or is absent);
-              V(driver_not_installed) GPUs on the PCI bus, no NVML library or C(nvidia-smi);
+              V(driver_not_installed) GPUs on the PCI bus, no NVML library;
               V(driver_not_loaded) GPUs on the PCI bus, driver installed, kernel module not loaded;
               V(driver_mismatch) the loaded kernel module and the libraries differ (upgrade without reboot);
               V(error) the driver answered with a fault (for example a GPU that fell off the bus).
@@ -121,10 +121,12 @@ ansible_facts:
           type: str
           sample: nvml
         driver_installed:
-          description: The NVML library or C(nvidia-smi) is present.
+          description: The NVML library (C(libnvidia-ml.so.1)) is present, or the driver answered.
           type: bool
         driver_loaded:
-          description: The NVIDIA kernel module is loaded.
+          description:
+            - The driver answered (even with a fault or a version mismatch); false when it reports
+              it is not loaded; otherwise whether C(/proc/driver/nvidia/version) shows a loaded module.
           type: bool
         kernel_module_version:
           description: Version of the loaded kernel module, from C(/proc/driver/nvidia/version).

@@ -51,9 +51,9 @@ def test_h100_through_nvml():
     }
 
 
-def test_ada_is_labelled_ampere_like_gpu_feature_discovery():
+def test_ada_family_is_ada_lovelace_like_gpu_feature_discovery():
     labels = node_labels(nvml_facts(readings.RTX_4080_SUPER))
-    assert labels["nvidia.com/gpu.family"] == "ampere"
+    assert labels["nvidia.com/gpu.family"] == "ada-lovelace"
     assert labels["nvidia.com/gpu.compute.minor"] == "9"
     assert labels["nvidia.com/mig.capable"] == "false"
 
@@ -92,8 +92,9 @@ def test_every_capture_gives_valid_label_values(name):
     ("NVIDIA GeForce RTX 3060 Laptop GPU", "NVIDIA-GeForce-RTX-3060-Laptop-GPU"),
     ("NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition", "NVIDIA-RTX-PRO-6000-Blackwell-Max-Q-Workstation-Edition"),
     ("GRID P4-1Q", "GRID-P4-1Q"),
-    ("NVIDIA A100-SXM4-80GB (MIG)", "NVIDIA-A100-SXM4-80GB--MIG"),
-    ("  Tesla K80  ", "Tesla-K80"),
+    ("NVIDIA A100-SXM4-80GB (MIG)", "NVIDIA-A100-SXM4-80GB-MIG"),
+    ("  Tesla  K80  ", "Tesla-K80"),
+    ("Quadro RTX 8000/PCIe", "Quadro-RTX-8000PCIe"),
     ("X" * 70, "X" * 63),
 ])
 def test_label_value(name, value):
@@ -119,3 +120,13 @@ def test_wrong_input_names_what_it_got(value, words):
 
 def test_filter_is_registered():
     assert FilterModule().filters()["node_labels"] is node_labels
+
+
+@pytest.mark.parametrize("capability,expected", [
+    ("3.7", "kepler"), ("6.1", "pascal"), ("7.0", "volta"), ("7.5", "turing"), ("8.0", "ampere"),
+    ("8.6", "ampere"), ("8.9", "ada-lovelace"), ("9.0", "hopper"), ("10.0", "blackwell"), ("4.0", "undefined"),
+])
+def test_family_table(capability, expected):
+    facts = nvml_facts(readings.H100)
+    facts["gpus"][0]["compute_capability"] = capability
+    assert node_labels(facts)["nvidia.com/gpu.family"] == expected

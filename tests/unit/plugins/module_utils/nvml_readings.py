@@ -48,7 +48,6 @@ def _device(name, uuid, bus_id, device_id, memory_mib, **overrides):
         "nvmlDeviceGetMemoryInfo": {"total": memory_mib * MIB, "free": 0, "used": 0},
         "nvmlDeviceGetPersistenceMode": 0,
         "nvmlDeviceGetEnforcedPowerLimit": NOT_SUPPORTED,
-        "nvmlDeviceGetNumaNodeId": NOT_SUPPORTED,
         "nvmlDeviceGetVirtualizationMode": 0,
         "nvmlDeviceGetMigMode": NOT_SUPPORTED,
         "nvmlDeviceGetEccMode": NOT_SUPPORTED,
@@ -143,7 +142,6 @@ RTX_4080_SUPER = {
             nvmlDeviceGetCudaComputeCapability=[8, 9],
             nvmlDeviceGetArchitecture=8,
             nvmlDeviceGetEnforcedPowerLimit=320000,
-            nvmlDeviceGetNumaNodeId=NOT_SUPPORTED,
         ),
     ],
 }
@@ -167,7 +165,6 @@ QUADRO_P400_OLD_DRIVER = {
             nvmlDeviceGetArchitecture=FUNCTION_NOT_FOUND,
             nvmlDeviceGetMigMode=FUNCTION_NOT_FOUND,
             nvmlDeviceGetRemappedRows=FUNCTION_NOT_FOUND,
-            nvmlDeviceGetNumaNodeId=FUNCTION_NOT_FOUND,
             nvmlDeviceGetEccMode=NOT_SUPPORTED,
             nvmlDeviceGetRetiredPagesPendingStatus=NOT_SUPPORTED,
         ),
@@ -208,6 +205,14 @@ GPU_LOST = {
 # A GPU whose handle opens but whose memory query fails with GpuIsLost halfway.
 GPU_LOST_MIDWAY = copy.deepcopy(H100)
 GPU_LOST_MIDWAY["devices"][0]["nvmlDeviceGetMemoryInfo"] = GPU_IS_LOST
+
+# A MIG device whose memory query fails with GpuIsLost: the fault reaches the GPU.
+MIG_DEVICE_LOST = copy.deepcopy(H100_MIG)
+MIG_DEVICE_LOST["devices"][0]["mig"][1]["nvmlDeviceGetMemoryInfo"] = GPU_IS_LOST
+
+# A board whose infoROM is corrupted: a health fault, not an unknown value.
+CORRUPTED_INFOROM = copy.deepcopy(H100)
+CORRUPTED_INFOROM["devices"][0]["nvmlDeviceGetVbiosVersion"] = err(14, "Corrupted infoROM")
 
 # nvmlInit() failures, as NVML words them.
 DRIVER_NOT_LOADED_HOST = {"init": DRIVER_NOT_LOADED}

@@ -218,7 +218,7 @@ def test_mismatch_message_names_the_loaded_module():
     assert "RM has detected an NVML/RM version mismatch." in facts["message"]
 
 
-def test_numa_node_comes_from_sysfs_when_nvml_cannot_say():
+def test_numa_node_is_the_pci_locality_from_sysfs():
     answer, dummy = query(readings.H100)
     facts = inv.summarise(answer, [H100_PCI], driver_installed=True, module_version=None)
     assert facts["gpus"][0]["numa_node"] == 1
@@ -414,6 +414,66 @@ def test_library_without_a_reader_is_an_error_on_a_gpu_host():
     assert "nvidia-smi or pynvml" in facts["message"]
     facts = inv.gather({}, Probe(library=True))
     assert (facts["state"], facts["driver_installed"]) == ("no_gpu", True)
+
+
+# What nvidia-smi prints where libnvidia-ml is missing (a container started
+# without the NVIDIA runtime that still has the binary).
+SMI_NO_LIBRARY = (
+    "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the NVIDIA "
+    "Display Driver is properly installed and present in your system.\n"
+    "Please also try adding directory that contains libnvidia-ml.so to your system PATH.\n")
+
+
+def test_nvidia_smi_without_its_library_is_driver_not_installed():
+    probe = Probe(smi="/usr/bin/nvidia-smi", runs={("-q", "-x"): (12, SMI_NO_LIBRARY, "")}, pci=[H100_PCI])
+    facts = inv.gather({}, probe)
+    assert (facts["state"], facts["driver_installed"], facts["driver_loaded"]) == ("driver_not_installed", False, False)
+    assert "couldn't find libnvidia-ml.so" in facts["message"]
+    # The host's module may be loaded (visible in /proc) while the userspace is missing.
+    probe = Probe(smi="/usr/bin/nvidia-smi", runs={("-q", "-x"): (12, SMI_NO_LIBRARY, "")}, pci=[H100_PCI],
+                  module_version="550.54.14")
+    facts = inv.gather({}, probe)
+    assert (facts["state"], facts["driver_loaded"]) == ("driver_not_installed", True)
+
+
+def test_kernel_module_loaded_but_unreachable():
+    answer, dummy = query(readings.DRIVER_NOT_LOADED_HOST)
+    facts = inv.summarise(answer, [H100_PCI], driver_installed=True, module_version="550.54.14")
+    assert (facts["state"], facts["driver_loaded"]) == ("driver_not_loaded", False)
+    assert "550.54.14" in facts["message"] and "/dev/nvidia" in facts["message"]
+
+
+def test_mig_device_fault_reaches_the_gpu():
+    answer, dummy = query(readings.MIG_DEVICE_LOST)
+    gpu = answer["gpus"][0]
+    assert gpu["error"] == "GPU is lost"
+    assert gpu["mig"]["devices"][1]["memory_total_mib"] is None
+    assert inv.summarise(answer, [], True, None)["state"] == "error"
+
+
+def test_corrupted_inforom_is_a_fault():
+    answer, dummy = query(readings.CORRUPTED_INFOROM)
+    assert answer["gpus"][0]["error"] == "Corrupted infoROM"
+    assert answer["gpus"][0]["vbios_version"] is None
+
+
+def test_adapter_passes_device_handles_through():
+    import ctypes
+
+    class Device(ctypes.Structure):
+        pass
+
+    handle = ctypes.POINTER(Device)()
+
+    class Bindings(object):
+        class NVMLError(Exception):
+            pass
+
+        @staticmethod
+        def nvmlDeviceGetHandleByIndex(index):
+            return handle
+
+    assert inv.PynvmlAdapter(Bindings).call("nvmlDeviceGetHandleByIndex", 0) is handle
 
 
 def test_driver_not_loaded_means_installed_even_if_the_library_search_missed_it():

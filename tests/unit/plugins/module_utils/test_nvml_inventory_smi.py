@@ -256,8 +256,8 @@ def test_query_keeps_xml_when_list_fails():
         "Make sure that the latest NVIDIA driver is installed and running.\n", "not_loaded"),
     (18, "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 550.163\n", "mismatch"),
     (6, "No devices were found\n", "no_devices"),
-    (12, "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. "
-         "NVML Shared Library Not Found\n", "not_installed"),
+    (12, "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure that the "
+         "NVIDIA Display Driver is properly installed and present in your system.\n", "not_installed"),
     (15, "Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system "
          "to recover this GPU\n", "gpu_lost"),
 ])
@@ -334,3 +334,15 @@ def test_real_nvidia_smi_without_kernel_module():
 ])
 def test_virtualization_mode_vocabulary_matches_nvml(name, mode):
     assert inv.parse_smi_xml(fixture(name))["gpus"][0]["virtualization_mode"] == mode
+
+
+def test_gpu_lost_keeps_the_gpus_printed_before_the_failure():
+    xml = fixture("telegraf-2x-rtx-2070-driver-590.44.01-v13.xml").decode()
+    first_gpu_only = xml[:xml.index("<gpu id=", xml.index("<gpu id=") + 1)] + "</nvidia_smi_log>\n"
+    failure = "Unable to determine the device handle for GPU0000:02:00.0: GPU is lost.\n"
+    answer = inv.query_nvidia_smi(Runs({("-q", "-x"): (15, first_gpu_only, failure)}), "nvidia-smi")
+    assert answer["outcome"] == "gpu_lost"
+    assert [gpu["pci_bus_id"] for gpu in answer["gpus"]] == ["00000000:01:00.0"]
+    facts = inv.summarise(answer, [], driver_installed=True, module_version=None)
+    assert (facts["state"], facts["gpu_count"]) == ("error", 1)
+    assert "GPU is lost" in facts["message"]
