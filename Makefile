@@ -17,15 +17,17 @@ export ANSIBLE_INJECT_FACT_VARS := false
 export ANSIBLE_FORCE_COLOR := 0
 export PY_COLORS := 0
 export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
+# Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
+export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
-.PHONY: help setup venv collections podman images test lint sanity units molecule bench clean
+.PHONY: help setup venv collections podman images mirrors test lint sanity units molecule bench clean
 
 help:
 	@echo "make test    run everything CI runs: lint, sanity, units, molecule"
 	@echo "make setup   create .venv (Python 3.12), collections, podman config, Debian 12/13 images"
 	@echo "make lint | sanity | units | molecule [SCENARIOS=nvml_facts] | bench"
 
-setup: venv collections podman images
+setup: venv collections podman images mirrors
 
 venv: $(VENV)/.installed
 
@@ -46,6 +48,13 @@ images: podman
 	scripts/build-image.sh bookworm $(IMAGE_PREFIX):12
 	scripts/build-image.sh trixie $(IMAGE_PREFIX):13
 
+mirrors:
+	@for list in newer cuda; do \
+		test -f $(GPUFLEET_MIRRORS)/$$list/fingerprint || \
+		python3 tests/mirror/build-mirror.py --packages tests/mirror/packages-$$list.json \
+			--out $(GPUFLEET_MIRRORS)/$$list --key-name "gpufleet stand-in $$list"; \
+	done
+
 test: setup
 	$(MAKE) lint sanity units molecule
 
@@ -58,7 +67,7 @@ sanity: venv
 units: venv
 	scripts/ansible-test.sh units
 
-molecule: venv collections
+molecule: venv collections mirrors
 	@for scenario in $(SCENARIOS); do \
 		echo "=== molecule test -s $$scenario"; \
 		molecule test -s $$scenario || exit 1; \
