@@ -20,12 +20,12 @@ export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
-.PHONY: help setup venv collections podman images mirrors test lint sanity units molecule bench clean
+.PHONY: help setup venv collections podman images mirrors test lint sanity units molecule bench bench-driver clean
 
 help:
 	@echo "make test    run everything CI runs: lint, sanity, units, molecule"
 	@echo "make setup   create .venv (Python 3.12), collections, podman config, Debian 12/13 images"
-	@echo "make lint | sanity | units | molecule [SCENARIOS=nvml_facts] | bench"
+	@echo "make lint | sanity | units | molecule [SCENARIOS=nvml_facts] | bench | bench-driver"
 
 setup: venv collections podman images mirrors
 
@@ -75,6 +75,9 @@ molecule: venv collections mirrors
 
 bench: venv
 	$(VENV)/bin/python benchmarks/parse_fixtures.py
+
+bench-driver: venv collections images
+	$(VENV)/bin/python benchmarks/gpu_driver_converge.py
 
 clean:
 	rm -rf .build tests/output

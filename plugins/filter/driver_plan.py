@@ -71,11 +71,12 @@ def driver_flavor(requested, facts):
     return requested
 
 
-def driver_packages(table, source, kernel_module, flavor, branch):
+def driver_packages(table, source, kernel_module, flavor, branch, kernel=""):
     """Package names for a source, kernel module type, flavour and branch.
 
     ``table`` is the role's per-OS data: table[source][kernel_module][flavor]
-    is a list of names in which ``{branch}`` is replaced by the branch.
+    is a list of names in which ``{branch}`` is replaced by the branch and
+    ``{kernel}`` by the running kernel's release (precompiled modules).
     """
     if not _BRANCH_RE.match(str(branch)):
         raise AnsibleFilterError("gpu_driver_branch must be a three-digit branch such as '550', got %r" % (branch,))
@@ -94,7 +95,7 @@ def driver_packages(table, source, kernel_module, flavor, branch):
         raise AnsibleFilterError(
             "gpu_driver_module_flavor %r is not available with gpu_driver_source %r and kernel module %r on "
             "this OS; available: %s" % (flavor, source, kernel_module, ", ".join(sorted(by_flavor))))
-    return [name.replace("{branch}", str(branch)) for name in names]
+    return [name.replace("{branch}", str(branch)).replace("{kernel}", str(kernel)) for name in names]
 
 
 def driver_branch_of(version):

@@ -143,3 +143,48 @@ def test_module_not_loaded_after_install_needs_a_reboot():
 def test_userspace_only_never_reboots():
     mismatch = inv.summarise(inv.query_nvml(readings.RecordedNvml(readings.MISMATCH_HOST)), [], True, None)
     assert plan.driver_reboot_reasons(mismatch, nouveau_loaded=True, module_changed=True, kernel_module="none") == []
+
+
+UBUNTU = role_vars("Ubuntu.yml")["__gpu_driver_package_table"]
+
+
+@pytest.mark.parametrize("source,module,flavor,packages", [
+    ("distro", "precompiled", "open", [
+        "linux-modules-nvidia-580-server-open-6.8.0-45-generic",
+        "nvidia-headless-no-dkms-580-server-open",
+        "nvidia-utils-580-server",
+    ]),
+    ("distro", "precompiled", "proprietary", [
+        "linux-modules-nvidia-580-server-6.8.0-45-generic",
+        "nvidia-headless-no-dkms-580-server",
+        "nvidia-utils-580-server",
+    ]),
+    ("distro", "dkms", "open", ["nvidia-headless-580-server-open", "nvidia-utils-580-server"]),
+    ("distro", "none", "open", ["nvidia-utils-580-server", "libnvidia-compute-580-server"]),
+    ("cuda_repo", "dkms", "proprietary", ["cuda-drivers-580"]),
+    ("cuda_repo", "dkms", "open", ["nvidia-driver-580-open"]),
+])
+def test_ubuntu_packages(source, module, flavor, packages):
+    assert plan.driver_packages(UBUNTU, source, module, flavor, "580", "6.8.0-45-generic") == packages
+
+
+@pytest.mark.parametrize("name", ["Debian.yml", "Ubuntu.yml"])
+def test_every_branch_pattern_matches_the_packages_it_installs(name):
+    import re
+
+    data = role_vars(name)
+    pattern = re.compile(data["__gpu_driver_branch_packages"])
+    for source, modules in data["__gpu_driver_package_table"].items():
+        for module, flavors in modules.items():
+            for flavor in flavors:
+                names = plan.driver_packages(data["__gpu_driver_package_table"], source, module, flavor, "550", "k")
+                assert any(pattern.match(package) for package in names), (source, module, flavor, names)
+
+
+@pytest.mark.parametrize("name", ["Debian.yml", "Ubuntu.yml"])
+def test_cuda_repo_keys_are_full_fingerprints(name):
+    import re
+
+    for folder, key in role_vars(name)["__gpu_driver_cuda_repo_keys"].items():
+        assert re.match(r"^[0-9A-F]{40}$", key["fingerprint"]), folder
+        assert key["fingerprint"].endswith(key["file"].split(".")[0].upper()), folder
