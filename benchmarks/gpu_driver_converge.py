@@ -29,11 +29,11 @@ def sh(*argv, **kwargs):
 
 
 def start_container():
-    subprocess.run(["podman", "rm", "-f", NAME], capture_output=True)
+    subprocess.run(["podman", "rm", "-f", NAME], capture_output=True, check=False)
     sh("podman", "run", "-d", "--name", NAME, IMAGE, "/sbin/init")
-    for _ in range(60):
+    for dummy in range(60):
         state = subprocess.run(["podman", "exec", NAME, "systemctl", "is-system-running"],
-                               capture_output=True, text=True).stdout.strip()
+                               capture_output=True, text=True, check=False).stdout.strip()
         if state in ("running", "degraded"):
             break
         time.sleep(0.5)
@@ -45,7 +45,8 @@ def converge(inventory):
     env = dict(os.environ, ANSIBLE_PIPELINING="true", ANSIBLE_INJECT_FACT_VARS="false",
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_PYTHON_INTERPRETER="auto_silent")
     started = time.monotonic()
-    result = subprocess.run(["ansible-playbook", "-i", inventory, PLAYBOOK], env=env, text=True, capture_output=True)
+    result = subprocess.run(["ansible-playbook", "-i", inventory, PLAYBOOK], env=env, text=True, capture_output=True,
+                            check=False)
     elapsed = time.monotonic() - started
     if result.returncode != 0:
         sys.stderr.write(result.stdout[-4000:] + result.stderr[-2000:])
@@ -62,7 +63,7 @@ def main():
         first = converge(inventory.name)
         second = converge(inventory.name)
     finally:
-        subprocess.run(["podman", "rm", "-f", NAME], capture_output=True)
+        subprocess.run(["podman", "rm", "-f", NAME], capture_output=True, check=False)
     print("gpu_driver on %s (Debian's real packages, kernel module none)" % IMAGE)
     for label, (elapsed, counts) in (("fresh converge", first), ("re-run", second)):
         print("%-15s %6.1f s  tasks ok=%d changed=%d skipped=%d" % (
