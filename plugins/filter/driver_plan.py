@@ -9,6 +9,10 @@ unit-tested on data alone.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import fnmatch
+import hashlib
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -75,8 +79,9 @@ def driver_packages(table, source, kernel_module, flavor, branch, kernel=""):
     """Package names for a source, kernel module type, flavour and branch.
 
     ``table`` is the role's per-OS data: table[source][kernel_module][flavor]
-    is a list of names in which ``{branch}`` is replaced by the branch and
-    ``{kernel}`` by the running kernel's release (precompiled modules).
+    is a list of names in which ``{branch}`` is replaced by the branch,
+    ``{kernel}`` by the running kernel's release and ``{kernel_flavour}`` by
+    its flavour (6.8.0-45-generic: generic), for precompiled modules.
     """
     if not _BRANCH_RE.match(str(branch)):
         raise AnsibleFilterError("gpu_driver_branch must be a three-digit branch such as '550', got %r" % (branch,))
@@ -95,7 +100,9 @@ def driver_packages(table, source, kernel_module, flavor, branch, kernel=""):
         raise AnsibleFilterError(
             "gpu_driver_module_flavor %r is not available with gpu_driver_source %r and kernel module %r on "
             "this OS; available: %s" % (flavor, source, kernel_module, ", ".join(sorted(by_flavor))))
-    return [name.replace("{branch}", str(branch)).replace("{kernel}", str(kernel)) for name in names]
+    flavour = re.sub(r"^[0-9.]+-[0-9]+-", "", str(kernel))
+    return [name.replace("{branch}", str(branch)).replace("{kernel_flavour}", flavour).replace("{kernel}", str(kernel))
+            for name in names]
 
 
 def driver_branch_of(version):
@@ -128,6 +135,117 @@ def driver_reboot_reasons(facts, nouveau_loaded=False, module_changed=False, ker
     return reasons
 
 
+def driver_install_specs(packages, installed, version_glob, branch_glob, unversioned="", branch_only=()):
+    """apt ``name=version`` requests for the driver packages.
+
+    ``installed`` maps package names to their installed version, or is
+    package_facts' ``ansible_facts['packages']`` itself. A package whose installed version already matches its
+    glob is requested at exactly that version, so a newer release of the same
+    branch never slips in on a rerun. Packages matching the ``unversioned``
+    regex (kernel headers, Canonical's kernel-bound module metapackages) get
+    no version; those in ``branch_only`` (released on their own, such as
+    Debian's nvidia-persistenced) follow the branch, not an exact version.
+    """
+    unversioned_re = re.compile(unversioned) if unversioned else None
+    specs = []
+    for name in packages:
+        if unversioned_re is not None and unversioned_re.search(name):
+            specs.append(name)
+            continue
+        glob = branch_glob if name in branch_only else version_glob
+        version = (installed or {}).get(name)
+        if isinstance(version, list):  # package_facts: a list of {name, version, ...}
+            version = version[0].get("version") if version else None
+        if version and fnmatch.fnmatchcase(str(version).split(":", 1)[-1], glob):
+            specs.append("%s=%s" % (name, version))
+        else:
+            specs.append("%s=%s" % (name, glob))
+    return specs
+
+
+_ARMOR_LINE = re.compile(r"^-----(BEGIN|END) PGP PUBLIC KEY BLOCK-----$")
+
+
+def _dearmor(text):
+    lines = [line.strip() for line in text.splitlines()]
+    try:
+        start = next(i for i, line in enumerate(lines) if _ARMOR_LINE.match(line) and "BEGIN" in line)
+        end = next(i for i, line in enumerate(lines) if _ARMOR_LINE.match(line) and "END" in line)
+    except StopIteration:
+        raise AnsibleFilterError("not an ASCII-armored OpenPGP public key block")
+    body = lines[start + 1:end]
+    if "" in body:  # armor headers end at the first blank line
+        body = body[body.index("") + 1:]
+    data = "".join(line for line in body if not line.startswith("="))
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise AnsibleFilterError("the OpenPGP armor does not decode: %s" % err)
+
+
+def _packets(data):
+    offset = 0
+    while offset < len(data):
+        header = data[offset]
+        if not header & 0x80:
+            raise AnsibleFilterError("not OpenPGP data (byte %d is 0x%02x)" % (offset, header))
+        if header & 0x40:  # new format
+            tag = header & 0x3F
+            first = data[offset + 1]
+            if first < 192:
+                length, offset = first, offset + 2
+            elif first < 224:
+                length, offset = ((first - 192) << 8) + data[offset + 2] + 192, offset + 3
+            elif first == 255:
+                length, offset = int.from_bytes(data[offset + 2:offset + 6], "big"), offset + 6
+            else:
+                raise AnsibleFilterError("partial-length packets are not allowed in a public key")
+        else:  # old format
+            tag = (header >> 2) & 0x0F
+            size = {0: 1, 1: 2, 2: 4}.get(header & 0x03)
+            if size is None:
+                raise AnsibleFilterError("indeterminate-length packets are not allowed in a public key")
+            length = int.from_bytes(data[offset + 1:offset + 1 + size], "big")
+            offset += 1 + size
+        body = data[offset:offset + length]
+        if len(body) != length:
+            raise AnsibleFilterError("the OpenPGP data is truncated")
+        yield tag, body
+        offset += length
+
+
+def openpgp_fingerprints(key):
+    """Fingerprints (upper-case hex) of the primary keys in an OpenPGP public key.
+
+    ``key`` is an ASCII-armored block (as NVIDIA publishes 3bf863cc.pub) or
+    the binary form, as text or bytes. v4 keys: SHA-1 over 0x99, the 2-byte
+    length and the key packet (RFC 4880 12.2); v5/v6 keys: SHA-256 with 0x9A
+    or 0x9B and a 4-byte length (RFC 9580 5.5.4).
+    """
+    if isinstance(key, str):
+        data = _dearmor(key) if "-----BEGIN PGP" in key else key.encode("latin-1")
+    else:
+        data = bytes(key)
+        if b"-----BEGIN PGP" in data:
+            data = _dearmor(data.decode("ascii", "replace"))
+    fingerprints = []
+    for tag, body in _packets(data):
+        if tag != 6 or not body:
+            continue
+        version = body[0]
+        if version == 4:
+            digest = hashlib.sha1(b"\x99" + len(body).to_bytes(2, "big") + body)  # nosec - the v4 fingerprint is SHA-1
+        elif version in (5, 6):
+            prefix = b"\x9a" if version == 5 else b"\x9b"
+            digest = hashlib.sha256(prefix + len(body).to_bytes(4, "big") + body)
+        else:
+            raise AnsibleFilterError("unsupported OpenPGP key version %d" % version)
+        fingerprints.append(digest.hexdigest().upper())
+    if not fingerprints:
+        raise AnsibleFilterError("no OpenPGP public key in the data")
+    return fingerprints
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -135,4 +253,6 @@ class FilterModule(object):
             "driver_packages": driver_packages,
             "driver_branch_of": driver_branch_of,
             "driver_reboot_reasons": driver_reboot_reasons,
+            "driver_install_specs": driver_install_specs,
+            "openpgp_fingerprints": openpgp_fingerprints,
         }

@@ -150,12 +150,12 @@ UBUNTU = role_vars("Ubuntu.yml")["__gpu_driver_package_table"]
 
 @pytest.mark.parametrize("source,module,flavor,packages", [
     ("distro", "precompiled", "open", [
-        "linux-modules-nvidia-580-server-open-6.8.0-45-generic",
+        "linux-modules-nvidia-580-server-open-generic",
         "nvidia-headless-no-dkms-580-server-open",
         "nvidia-utils-580-server",
     ]),
     ("distro", "precompiled", "proprietary", [
-        "linux-modules-nvidia-580-server-6.8.0-45-generic",
+        "linux-modules-nvidia-580-server-generic",
         "nvidia-headless-no-dkms-580-server",
         "nvidia-utils-580-server",
     ]),
@@ -166,6 +166,15 @@ UBUNTU = role_vars("Ubuntu.yml")["__gpu_driver_package_table"]
 ])
 def test_ubuntu_packages(source, module, flavor, packages):
     assert plan.driver_packages(UBUNTU, source, module, flavor, "580", "6.8.0-45-generic") == packages
+
+
+@pytest.mark.parametrize("kernel,meta", [
+    ("6.8.0-45-generic", "linux-modules-nvidia-580-server-generic"),
+    ("6.8.0-1015-aws", "linux-modules-nvidia-580-server-aws"),
+    ("6.8.0-45-generic-64k", "linux-modules-nvidia-580-server-generic-64k"),
+])
+def test_precompiled_modules_follow_the_kernel_flavour(kernel, meta):
+    assert plan.driver_packages(UBUNTU, "distro", "precompiled", "proprietary", "580", kernel)[0] == meta
 
 
 @pytest.mark.parametrize("name", ["Debian.yml", "Ubuntu.yml"])
@@ -188,3 +197,78 @@ def test_cuda_repo_keys_are_full_fingerprints(name):
     for folder, key in role_vars(name)["__gpu_driver_cuda_repo_keys"].items():
         assert re.match(r"^[0-9A-F]{40}$", key["fingerprint"]), folder
         assert key["fingerprint"].endswith(key["file"].split(".")[0].upper()), folder
+
+
+# --------------------------------------------------------------------------
+# install requests
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("installed,expected", [
+    # Fresh host: the branch glob (first install takes the branch's newest).
+    ({}, ["nvidia-driver=550.*", "nvidia-persistenced=550.*"]),
+    # Converged host: exactly what is installed, so a newer 550.x never slips in.
+    ({"nvidia-driver": "550.163.01-2", "nvidia-persistenced": "550.163.01-1"},
+     ["nvidia-driver=550.163.01-2", "nvidia-persistenced=550.163.01-1"]),
+    # Branch change: the installed 535 does not match, the new branch is asked for.
+    ({"nvidia-driver": "535.261.03-1"}, ["nvidia-driver=550.*", "nvidia-persistenced=550.*"]),
+])
+def test_install_specs_for_a_branch(installed, expected):
+    assert plan.driver_install_specs(["nvidia-driver", "nvidia-persistenced"], installed, "550.*", "550.*") == expected
+
+
+def test_install_specs_for_an_exact_version():
+    specs = plan.driver_install_specs(
+        ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-persistenced", "linux-headers-6.1.0-28-amd64"],
+        {"nvidia-driver": "535.247.01-1~deb12u1", "nvidia-persistenced": "535.171.04-1~deb12u1"},
+        "535.261.03-*", "535.*", unversioned="^linux-(headers|modules)-", branch_only=["nvidia-persistenced"])
+    assert specs == [
+        "nvidia-driver=535.261.03-*",                     # installed 535.247 is not the asked version
+        "nvidia-kernel-dkms=535.261.03-*",
+        "nvidia-persistenced=535.171.04-1~deb12u1",       # its own release, within the branch
+        "linux-headers-6.1.0-28-amd64",                   # follows the kernel, not the driver
+    ]
+
+
+def test_install_specs_ignore_the_epoch_when_matching():
+    assert plan.driver_install_specs(["nvidia-smi"], {"nvidia-smi": "1:550.1-1"}, "550.*", "550.*") == [
+        "nvidia-smi=1:550.1-1"]
+
+
+# --------------------------------------------------------------------------
+# OpenPGP fingerprints (fixtures made with GnuPG, expected values printed by it)
+# --------------------------------------------------------------------------
+
+KEYS = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+def test_fingerprint_of_an_armored_rsa_key():
+    with open(os.path.join(KEYS, "rsa3072.asc")) as handle:
+        assert plan.openpgp_fingerprints(handle.read()) == ["92656BC1FC52B2518C4938C2A58591333A93FE7F"]
+
+
+def test_fingerprint_of_a_binary_ed25519_key():
+    with open(os.path.join(KEYS, "ed25519.gpg"), "rb") as handle:
+        data = handle.read()
+    assert plan.openpgp_fingerprints(data) == ["6636B7DB3B737B1B757802F1167C4E5EB5C1D131"]
+    # As it arrives through slurp and b64decode(encoding='latin-1').
+    assert plan.openpgp_fingerprints(data.decode("latin-1")) == ["6636B7DB3B737B1B757802F1167C4E5EB5C1D131"]
+
+
+def test_two_keys_in_one_block():
+    with open(os.path.join(KEYS, "ed25519.gpg"), "rb") as handle:
+        ed25519 = handle.read()
+    with open(os.path.join(KEYS, "rsa3072.asc")) as handle:
+        rsa = plan._dearmor(handle.read())
+    assert plan.openpgp_fingerprints(rsa + ed25519) == [
+        "92656BC1FC52B2518C4938C2A58591333A93FE7F", "6636B7DB3B737B1B757802F1167C4E5EB5C1D131"]
+
+
+@pytest.mark.parametrize("data", [
+    "<html>404 Not Found</html>",
+    "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n!!!!\n-----END PGP PUBLIC KEY BLOCK-----\n",
+    b"\x99\x01",
+    "",
+])
+def test_not_a_key(data):
+    with pytest.raises(AnsibleFilterError):
+        plan.openpgp_fingerprints(data)
