@@ -19,8 +19,12 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtur
 
 
 def role_vars(name):
+    """A distribution's data as the role sees it: the family's file, then its own."""
+    with open(os.path.join(ROLE, "vars", "Debian.yml")) as handle:
+        data = yaml.safe_load(handle)
     with open(os.path.join(ROLE, "vars", name)) as handle:
-        return yaml.safe_load(handle)
+        data.update(yaml.safe_load(handle))
+    return data
 
 
 def nvml_facts(reading):
@@ -272,3 +276,11 @@ def test_two_keys_in_one_block():
 def test_not_a_key(data):
     with pytest.raises(AnsibleFilterError):
         plan.openpgp_fingerprints(data)
+
+
+def test_ubuntu_only_changes_keys_the_family_defines():
+    with open(os.path.join(ROLE, "vars", "Debian.yml")) as handle:
+        family = set(yaml.safe_load(handle))
+    with open(os.path.join(ROLE, "vars", "Ubuntu.yml")) as handle:
+        ubuntu = set(yaml.safe_load(handle))
+    assert ubuntu < family, ubuntu - family
