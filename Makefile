@@ -49,7 +49,7 @@ images: podman
 	scripts/build-image.sh trixie $(IMAGE_PREFIX):13
 
 mirrors:
-	@for list in newer cuda; do \
+	@for list in newer cuda toolkit; do \
 		test -f $(GPUFLEET_MIRRORS)/$$list/fingerprint || \
 		python3 tests/mirror/build-mirror.py --packages tests/mirror/packages-$$list.json \
 			--out $(GPUFLEET_MIRRORS)/$$list --key-name "gpufleet stand-in $$list"; \

@@ -1,0 +1,337 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind gpu_container_toolkit: the nvidia runtime's entry for containerd, CRI-O, Docker.
+
+The role reads the runtimes' own view of their configuration (``containerd
+config dump``, ``daemon.json``) on the host; these pure functions, run on the
+controller, decide what the drop-in files hold and check the result.
+
+containerd 1.x merges an imported file into the main configuration section by
+section: a ``[plugins."io.containerd.grpc.v1.cri"]`` table in an import
+REPLACES the whole CRI section of config.toml (and of earlier imports). A
+drop-in that only named the nvidia runtime would silently drop the user's
+sandbox image, registry mirrors and runc options. So the drop-in carries the
+effective CRI section as containerd computes it without the drop-in, plus the
+nvidia runtime, and the check afterwards compares every setting.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from ansible.errors import AnsibleFilterError
+
+try:
+    import tomllib
+except ImportError:  # pragma: no cover - the controller runs Python >= 3.12
+    tomllib = None
+
+# The CRI plugin section that holds the runtimes, by containerd config schema.
+CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+RUNC_TYPE = "io.containerd.runc.v2"
+DEFAULT_CDI_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+_VERSION = re.compile(r"(?:^|\s)v?([0-9]+)\.([0-9]+)\.([0-9]+)")
+
+
+def _loads(text, what):
+    if tomllib is None:  # pragma: no cover
+        raise AnsibleFilterError("reading TOML needs Python >= 3.11 on the controller")
+    try:
+        return tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError as err:
+        raise AnsibleFilterError("%s is not valid TOML: %s" % (what, err)) from err
+
+
+# ---------------------------------------------------------------- TOML out
+
+def _key(name):
+    name = str(name)
+    return name if _BARE_KEY.match(name) else _string(name)
+
+
+def _string(value):
+    out = ['"']
+    for char in value:
+        if char in '"\\':
+            out.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            out.append("\\u%04x" % ord(char))
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _value(value, path):
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return {True: "nan"}.get(value != value, "inf" if value > 0 else "-inf")
+        return repr(value)
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(item, path) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join("%s = %s" % (_key(k), _value(v, path + [k])) for k, v in value.items()) + "}"
+    raise AnsibleFilterError("to_toml: %s has a value of type %s, which TOML cannot hold"
+                             % (".".join(str(p) for p in path) or "the document", type(value).__name__))
+
+
+def _emit_table(data, path, lines):
+    scalars = [(k, v) for k, v in data.items() if not isinstance(v, dict)]
+    tables = [(k, v) for k, v in data.items() if isinstance(v, dict)]
+    # A table holding only tables needs no header of its own; an empty one keeps it.
+    if path and (scalars or not tables):
+        if lines:
+            lines.append("")
+        lines.append("[" + ".".join(_key(part) for part in path) + "]")
+    for key, value in scalars:
+        lines.append("%s%s = %s" % ("  " if path else "", _key(key), _value(value, path + [key])))
+    for key, value in tables:
+        _emit_table(value, path + [key], lines)
+
+
+def to_toml(data):
+    """A dict as a TOML document: scalars first, then one [table] per nested dict, in order."""
+    if not isinstance(data, dict):
+        raise AnsibleFilterError("to_toml expects a dict, got %s" % type(data).__name__)
+    lines = []
+    _emit_table(data, [], lines)
+    return "\n".join(lines) + "\n"
+
+
+def from_toml(text):
+    """Parse a TOML document into a dict (errors name the parser's line and column)."""
+    return _loads(text, "The document")
+
+
+# ---------------------------------------------------------------- containerd
+
+def containerd_schema(version_text):
+    """The config schema a containerd speaks, from ``containerd --version``: 1.x -> 2, 2.x -> 3."""
+    match = _VERSION.search(str(version_text or ""))
+    if not match:
+        raise AnsibleFilterError("cannot read a containerd version from %r" % (version_text,))
+    major = int(match.group(1))
+    if major == 1:
+        return 2
+    if major == 2:
+        return 3
+    raise AnsibleFilterError("containerd %s.%s.%s is not supported (1.x and 2.x are)" % match.groups())
+
+
+def toml_imports(text):
+    """The top-level ``imports`` list of a containerd config.toml (empty when it has none)."""
+    imports = _loads(text, "config.toml").get("imports", [])
+    if not isinstance(imports, list) or not all(isinstance(item, str) for item in imports):
+        raise AnsibleFilterError("config.toml: imports must be a list of paths, found %r" % (imports,))
+    return imports
+
+
+def _top_level_span(lines):
+    """Index of the first table header (end of the top-level key/value part)."""
+    for index, line in enumerate(lines):
+        if re.match(r"^\s*\[", line):
+            return index
+    return len(lines)
+
+
+def _imports_lines(lines, end):
+    """(first, last) line indexes of the top-level ``imports = [...]`` assignment, or None."""
+    for index in range(end):
+        if re.match(r"^\s*imports\s*=", lines[index]):
+            for last in range(index, end):
+                try:
+                    tomllib.loads("\n".join(lines[index:last + 1]))
+                    return index, last
+                except tomllib.TOMLDecodeError:
+                    continue
+            raise AnsibleFilterError("config.toml: cannot find the end of the imports list")
+    return None
+
+
+def containerd_set_imports(text, imports, schema=2):
+    """config.toml's text with its top-level ``imports`` set to the given list, every other line as it was.
+
+    Inserted after a top-level ``version`` line (else at the top) when there was none;
+    removed when the list is empty. A missing or empty file becomes ``version = N`` + imports.
+    """
+    _loads(text, "config.toml")
+    imports = list(imports or [])
+    assignment = "imports = [" + ", ".join(_string(path) for path in imports) + "]"
+    if not (text or "").strip():
+        return "version = %d\n" % int(schema) + (assignment + "\n" if imports else "")
+    lines = text.splitlines()
+    end = _top_level_span(lines)
+    span = _imports_lines(lines, end)
+    if span:
+        first, last = span
+        lines[first:last + 1] = [assignment] if imports else []
+    elif imports:
+        at = 0
+        for index in range(end):
+            if re.match(r"^\s*version\s*=", lines[index]):
+                at = index + 1
+                break
+        lines.insert(at, assignment)
+    return "\n".join(lines) + "\n"
+
+
+def containerd_add_import(text, path, schema=2):
+    """config.toml's text with ``path`` added to ``imports``, unless an entry (or glob) already covers it."""
+    imports = toml_imports(text) if (text or "").strip() else []
+    if any(entry == path or fnmatch.fnmatchcase(path, entry) for entry in imports):
+        return text if (text or "").strip() else containerd_set_imports(text, imports, schema)
+    return containerd_set_imports(text, imports + [path], schema)
+
+
+def _schema_of(dump):
+    version = dump.get("version", 1)
+    if version not in CRI_PLUGIN:
+        raise AnsibleFilterError("containerd's configuration has version %r; gpu_container_toolkit supports 2 and 3" % (version,))
+    return version
+
+
+def _runtimes(section):
+    return section.setdefault("containerd", {}).setdefault("runtimes", {})
+
+
+def containerd_systemd_cgroup(dump_text, cgroup_driver="auto"):
+    """Whether the nvidia runtime uses systemd cgroups: as asked, or (auto) as runc does in the dump."""
+    if cgroup_driver in ("systemd", "cgroupfs"):
+        return cgroup_driver == "systemd"
+    if cgroup_driver != "auto":
+        raise AnsibleFilterError("gpu_container_toolkit_cgroup_driver must be auto, systemd or cgroupfs, got %r" % (cgroup_driver,))
+    dump = _loads(dump_text, "containerd config dump")
+    section = dump.get("plugins", {}).get(CRI_PLUGIN[_schema_of(dump)], {})
+    runc = section.get("containerd", {}).get("runtimes", {}).get("runc", {})
+    return bool(runc.get("options", {}).get("SystemdCgroup", False))
+
+
+def containerd_nvidia_dropin(baseline_dump, settings):
+    """The drop-in as a dict: the effective CRI section from ``baseline_dump`` plus the nvidia runtime.
+
+    settings: name, binary, cgroup_driver (auto|systemd|cgroupfs), default (bool), cdi (bool),
+    cdi_spec_dirs (list). The baseline is ``containerd config dump`` without this drop-in.
+    """
+    dump = _loads(baseline_dump, "containerd config dump")
+    schema = _schema_of(dump)
+    plugin = CRI_PLUGIN[schema]
+    section = dump.get("plugins", {}).get(plugin)
+    if section is None:
+        raise AnsibleFilterError("containerd config dump has no [plugins.%s] section: is the CRI plugin disabled?" % _string(plugin))
+    name = settings.get("name", "nvidia")
+    runtimes = _runtimes(section)
+    runtime = dict(runtimes.get(name) or {})
+    runtime["runtime_type"] = RUNC_TYPE
+    options = dict(runtime.get("options") or {})
+    options["BinaryName"] = settings["binary"]
+    options["SystemdCgroup"] = containerd_systemd_cgroup(baseline_dump, settings.get("cgroup_driver", "auto"))
+    runtime["options"] = options
+    runtimes[name] = runtime
+    if settings.get("default"):
+        section["containerd"]["default_runtime_name"] = name
+    if settings.get("cdi"):
+        section["enable_cdi"] = True
+        section["cdi_spec_dirs"] = list(settings.get("cdi_spec_dirs") or DEFAULT_CDI_SPEC_DIRS)
+    return {"version": schema, "plugins": {plugin: section}}
+
+
+def _leaves(data, prefix=()):
+    if isinstance(data, dict) and data:
+        for key, value in data.items():
+            yield from _leaves(value, prefix + (key,))
+    else:
+        yield prefix, data
+
+
+def containerd_dump_problems(dump_text, baseline_dump, dropin):
+    """What is wrong with the live ``containerd config dump`` after the drop-in: [] when nothing.
+
+    Every setting of the drop-in must be in effect, and every other setting of the
+    baseline (the user's configuration) must still have its value.
+    """
+    dump = dict(_leaves(_loads(dump_text, "containerd config dump")))
+    ours = dict(_leaves(dropin))
+    theirs = dict(_leaves(_loads(baseline_dump, "containerd config dump")))
+    problems = []
+    for path, value in ours.items():
+        if path != ("version",) and dump.get(path, "<absent>") != value:
+            problems.append("%s is %r, the drop-in sets %r" % (".".join(path), dump.get(path, "<absent>"), value))
+    for path, value in theirs.items():
+        if path in ours or path[0] == "imports":
+            continue
+        if dump.get(path, "<absent>") != value:
+            problems.append("%s changed from %r to %r" % (".".join(path), value, dump.get(path, "<absent>")))
+    return problems
+
+
+# ---------------------------------------------------------------- CRI-O
+
+def crio_nvidia_dropin(settings):
+    """CRI-O's drop-in for crio.conf.d: the nvidia runtime (and default runtime, CDI dirs when asked)."""
+    name = settings.get("name", "nvidia")
+    runtime = {"runtime_path": settings["binary"], "runtime_type": "oci"}
+    crio_runtime = {}
+    if settings.get("default"):
+        crio_runtime["default_runtime"] = name
+    crio_runtime["runtimes"] = {name: runtime}
+    data = {"crio": {"runtime": crio_runtime}}
+    if settings.get("cdi"):
+        data["crio"]["runtime"] = dict({"cdi_spec_dirs": list(settings.get("cdi_spec_dirs") or DEFAULT_CDI_SPEC_DIRS)}, **crio_runtime)
+    return data
+
+
+# ---------------------------------------------------------------- Docker
+
+def docker_daemon_config(current, settings):
+    """daemon.json's settings with the nvidia runtime merged in, key by key; every user key kept.
+
+    ``default-runtime`` is set to the runtime when asked; when not asked and it names
+    the runtime, it is removed (docker falls back to runc). CDI sets features.cdi.
+    """
+    if current is None:
+        current = {}
+    if not isinstance(current, dict):
+        raise AnsibleFilterError("daemon.json must hold a JSON object, found %s" % type(current).__name__)
+    name = settings.get("name", "nvidia")
+    merged = dict(current)
+    runtimes = dict(merged.get("runtimes") or {})
+    runtime = dict(runtimes.get(name) or {})
+    runtime["path"] = settings["binary"]
+    runtime.setdefault("args", [])
+    runtimes[name] = runtime
+    merged["runtimes"] = runtimes
+    if settings.get("default"):
+        merged["default-runtime"] = name
+    elif merged.get("default-runtime") == name:
+        del merged["default-runtime"]
+    if settings.get("cdi"):
+        merged["features"] = dict(merged.get("features") or {}, cdi=True)
+    return merged
+
+
+class FilterModule:
+    """Runtime configuration for the NVIDIA container runtime."""
+
+    def filters(self):
+        return {
+            "to_toml": to_toml,
+            "from_toml": from_toml,
+            "containerd_schema": containerd_schema,
+            "toml_imports": toml_imports,
+            "containerd_set_imports": containerd_set_imports,
+            "containerd_add_import": containerd_add_import,
+            "containerd_systemd_cgroup": containerd_systemd_cgroup,
+            "containerd_nvidia_dropin": containerd_nvidia_dropin,
+            "containerd_dump_problems": containerd_dump_problems,
+            "crio_nvidia_dropin": crio_nvidia_dropin,
+            "docker_daemon_config": docker_daemon_config,
+        }
