@@ -1,0 +1,592 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind the GPU kubelet settings: version, flags, their errors, ExecStart.
+
+Pure functions over the kubelet's version, the host's GPU count and the role's
+variables, so which flags a kubelet of a given version accepts is unit-tested
+on data alone. Every version fact below names the Kubernetes change it comes
+from.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+# --------------------------------------------------------------------------
+# Versions of the flags and feature gates used here
+# --------------------------------------------------------------------------
+
+# --experimental-nvidia-gpus (0 or 1: "only one device per node") came with
+# kubernetes/kubernetes#24836 (1.3) and was replaced by the Accelerators gate
+# in kubernetes/kubernetes#42116 (1.6).
+NVIDIA_GPUS_FLAG = ((1, 3), (1, 6))
+
+# Feature gates this filter sets or checks: the first version that knows the
+# gate (kubernetes/website content/en/docs/reference/command-line-tools-reference/
+# feature-gates/<Gate>.md, its first stage) ...
+INTRODUCED_GATES = {
+    "Accelerators": (1, 6),                         # kubernetes/kubernetes#42116
+    "CPUManager": (1, 8),                           # alpha 1.8
+    "DevicePlugins": (1, 8),                        # alpha 1.8
+    "KubeletPodResources": (1, 13),                 # alpha 1.13
+    "TopologyManager": (1, 16),                     # alpha 1.16
+    "KubeletPodResourcesGetAllocatable": (1, 21),   # alpha 1.21
+}
+# ... and the first version without it: the kubelet then refuses to start
+# ("unrecognized feature gate" / "unrecognized key").
+REMOVED_GATES = {
+    # kubernetes/kubernetes#61498 and #62187; 1.11.0-alpha.1 fails with
+    # "unrecognized key: Accelerators" (Azure/acs-engine#2790).
+    "Accelerators": (1, 11),
+    # GA 1.26, removed by kubernetes/kubernetes#117656 ("remove in 1.28").
+    "DevicePlugins": (1, 28),
+    # GA 1.27, removed by kubernetes/kubernetes#121252 (last in 1.28).
+    "TopologyManager": (1, 29),
+    # GA 1.28, removed by kubernetes/kubernetes#122139 and #122138 (milestone 1.30).
+    "KubeletPodResources": (1, 30),
+    "KubeletPodResourcesGetAllocatable": (1, 30),
+    # GA 1.26, removed by kubernetes/kubernetes#129296 (1.33).
+    "CPUManager": (1, 33),
+}
+# Gates this filter turns on, and for which versions.
+GPU_GATES = (
+    ("Accelerators", (1, 6), (1, 11)),   # in-tree NVIDIA GPUs (alpha, off by default)
+    ("DevicePlugins", (1, 8), (1, 10)),  # device plugins, alpha until 1.9, beta (on) in 1.10
+)
+
+# --cpu-manager-policy: 1.8, behind the alpha CPUManager gate until 1.9 (beta, on, in 1.10).
+CPU_MANAGER_FLAG = (1, 8)
+CPU_MANAGER_GATE_DEFAULT_ON = (1, 10)
+# --reserved-cpus: kubernetes/kubernetes#83592 (1.17).
+RESERVED_CPUS_FLAG = (1, 17)
+# --topology-manager-policy: 1.16, behind the alpha TopologyManager gate until 1.17 (beta, on, in 1.18).
+TOPOLOGY_MANAGER_FLAG = (1, 16)
+TOPOLOGY_MANAGER_GATE_DEFAULT_ON = (1, 18)
+# --topology-manager-scope: kubernetes/kubernetes#92967 (1.20).
+TOPOLOGY_MANAGER_SCOPE_FLAG = (1, 20)
+
+TOPOLOGY_MANAGER_POLICIES = ("none", "best-effort", "restricted", "single-numa-node")
+TOPOLOGY_MANAGER_SCOPES = ("container", "pod")
+CPU_MANAGER_POLICIES = ("none", "static")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+# --------------------------------------------------------------------------
+# Node labels the kubelet accepts in the kubernetes.io and k8s.io namespaces
+# --------------------------------------------------------------------------
+
+# Warned about from 1.13 (kubernetes/kubernetes#68267), refused from 1.16: kubelet's
+# ValidateKubeletFlags (cmd/kubelet/app/options/options.go) exits with "unknown
+# 'kubernetes.io' or 'k8s.io' labels specified with --node-labels" unless the
+# key is one of KubeletLabels() or its namespace is (a subdomain of) one of
+# KubeletLabelNamespaces() (pkg/kubelet/apis/well_known_labels.go, now
+# staging/src/k8s.io/kubelet/pkg/apis/well_known_labels.go).
+KUBELET_LABEL_RESTRICTION = (1, 16)
+KUBELET_LABEL_NAMESPACES = ("kubelet.kubernetes.io", "node.kubernetes.io")
+# 1.16: the never-released "GA" zone/region/instance-type names.
+KUBELET_LABELS_1_16 = frozenset((
+    "kubernetes.io/hostname",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/instance-type",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+    "failure-domain.kubernetes.io/zone",
+    "failure-domain.kubernetes.io/region",
+    "kubernetes.io/instance-type",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+))
+# 1.17 on: the topology.kubernetes.io and node.kubernetes.io/instance-type
+# names replaced those (kubernetes/kubernetes#81431, #82049).
+KUBELET_LABELS_1_17 = (1, 17)
+KUBELET_LABELS = frozenset((
+    "kubernetes.io/hostname",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "beta.kubernetes.io/instance-type",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/os",
+    "kubernetes.io/arch",
+    "beta.kubernetes.io/os",
+    "beta.kubernetes.io/arch",
+))
+
+# Label keys and values (k8s.io/apimachinery/pkg/util/validation IsQualifiedName, IsValidLabelValue).
+_LABEL_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_GATE_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
+_CPUSET_RE = re.compile(r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$")
+_VERSION_RE = re.compile(r"^v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?$")
+_KUBELET_VERSION_RE = re.compile(r"\bKubernetes\s+v([0-9]+)\.([0-9]+)\.([0-9]+)")
+_BARE_VERSION_RE = re.compile(r"^v?([0-9]+)\.([0-9]+)\.([0-9]+)(?:[-+][0-9A-Za-z.+-]*)?$")
+
+LABELS_VAR = "gpu_kubelet_node_labels"
+TAINTS_VAR = "gpu_kubelet_taints"
+TOPOLOGY_POLICY_VAR = "gpu_kubelet_topology_manager_policy"
+TOPOLOGY_SCOPE_VAR = "gpu_kubelet_topology_manager_scope"
+CPU_POLICY_VAR = "gpu_kubelet_cpu_manager_policy"
+RESERVED_CPUS_VAR = "gpu_kubelet_reserved_cpus"
+GATES_VAR = "gpu_kubelet_feature_gates"
+
+
+def _dotted(version):
+    return ".".join(str(part) for part in version)
+
+
+def kubelet_version(text):
+    """'Kubernetes v1.29.15-eks-abcdef' (``kubelet --version``) -> '1.29.15'."""
+    if not isinstance(text, str):
+        raise AnsibleFilterError("kubelet_version expects the output of 'kubelet --version' as text, got %s: %r"
+                                 % (type(text).__name__, text))
+    match = _KUBELET_VERSION_RE.search(text) or _BARE_VERSION_RE.match(text.strip())
+    if not match:
+        raise AnsibleFilterError("cannot read a kubelet version from %r; 'kubelet --version' prints "
+                                 "'Kubernetes vMAJOR.MINOR.PATCH'" % (text,))
+    return "%d.%d.%d" % tuple(int(part) for part in match.groups())
+
+
+def _parse_version(version):
+    """(major, minor) of a kubelet version string, or None."""
+    match = _VERSION_RE.match(str(version).strip()) if isinstance(version, str) else None
+    if not match:
+        return None
+    return int(match.group(1)), int(match.group(2))
+
+
+def _name_problem(name, what):
+    if not name:
+        return "its %s is empty" % what
+    if len(name) > 63:
+        return "its %s is longer than 63 characters" % what
+    if not _LABEL_NAME_RE.match(name):
+        return ("its %s must be letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+                % what)
+    return None
+
+
+def _key_problem(key):
+    """Why ``key`` is not a valid label or taint key, or None."""
+    if not isinstance(key, str):
+        return "the key is not a string"
+    parts = key.split("/")
+    if len(parts) > 2:
+        return "a key has at most one '/' (prefix/name)"
+    if len(parts) == 2:
+        prefix = parts[0]
+        if not prefix:
+            return "its prefix (before '/') is empty"
+        if len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix):
+            return "its prefix must be a lowercase DNS subdomain of at most 253 characters, such as example.com"
+    return _name_problem(parts[-1], "name")
+
+
+def _value_problem(value):
+    if value == "":
+        return None
+    return _name_problem(value, "value")
+
+
+def _namespace(key):
+    parts = key.split("/", 1)
+    return parts[0] if len(parts) == 2 else ""
+
+
+def _in_namespace(namespace, domain):
+    return namespace == domain or namespace.endswith("." + domain)
+
+
+def kubelet_refuses_label(key, version):
+    """True when a kubelet of ``version`` ((major, minor)) refuses ``key`` in --node-labels."""
+    if version < KUBELET_LABEL_RESTRICTION:
+        return False
+    namespace = _namespace(key)
+    if not (_in_namespace(namespace, "kubernetes.io") or _in_namespace(namespace, "k8s.io")):
+        return False
+    allowed = KUBELET_LABELS if version >= KUBELET_LABELS_1_17 else KUBELET_LABELS_1_16
+    if key in allowed:
+        return False
+    return not any(_in_namespace(namespace, allowed_namespace) for allowed_namespace in KUBELET_LABEL_NAMESPACES)
+
+
+def _choice(settings, name, variable, errors):
+    """A string setting ('' when unset), or None after reporting a wrong type."""
+    value = settings.get(name)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        errors.append("%s must be a string, got %s: %r" % (variable, type(value).__name__, value))
+        return None
+    return value.strip()
+
+
+class _Plan(object):
+    """Errors and flags for one kubelet; see kubelet_gpu_args."""
+
+    def __init__(self, settings):
+        if not isinstance(settings, dict):
+            raise AnsibleFilterError("kubelet_gpu_args expects a dict of settings (version, gpu_count, labels, taints, "
+                                     "...), got %s: %r" % (type(settings).__name__, settings))
+        self.settings = settings
+        self.errors = []
+        self.flags = {}
+        self.gates = {}           # gates turned on here: name -> why
+        self.needed_gates = {}    # gates that must not be off: name -> why
+        self.raw_version = settings.get("version")
+        self.version = _parse_version(self.raw_version)
+        if self.version is None or self.version < (1, 0):
+            self.errors.append("the kubelet version %r is not a Kubernetes version MAJOR.MINOR.PATCH of 1.0 or later; "
+                               "read it with gpufleet.nvidia.kubelet_version from 'kubelet --version'"
+                               % (self.raw_version,))
+            self.version = None
+        self.kubelet = "kubelet %s" % (self.raw_version,)
+        self._gpu()
+        self._labels()
+        self._taints()
+        self._cpu_manager()
+        self._topology_manager()
+        self._feature_gates()
+
+    def _too_old(self, variable, value, flag, since, fix=None):
+        """Report ``variable`` set to ``value`` for a kubelet older than ``flag``; True when reported."""
+        if self.version is None or self.version >= since:
+            return False
+        self.errors.append("%s is %r but %s has no %s (it came in Kubernetes %s): upgrade the kubelet or %s"
+                           % (variable, value, self.kubelet, flag, _dotted(since), fix or "leave %s empty" % variable))
+        return True
+
+    def _gpu(self):
+        count = self.settings.get("gpu_count", 0)
+        if count is None:
+            count = 0
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            self.errors.append("gpu_count must be the number of GPUs on the node (an integer, 0 or more), got %r"
+                               % (count,))
+            count = 0
+        if self.version is None:
+            return
+        first, last = NVIDIA_GPUS_FLAG
+        if count > 0 and first <= self.version < last:
+            # The flag takes 0 or 1: in-tree support mapped /dev/nvidia0 only.
+            self.flags["--experimental-nvidia-gpus"] = "1"
+        for gate, since, until in GPU_GATES:
+            if since <= self.version < until:
+                self.gates[gate] = "NVIDIA GPUs need it"
+        if INTRODUCED_GATES["DevicePlugins"] <= self.version < REMOVED_GATES["DevicePlugins"]:
+            self.needed_gates["DevicePlugins"] = "the NVIDIA device plugin needs it"
+
+    def _labels(self):
+        labels = self.settings.get("labels")
+        if labels is None:
+            return
+        if not isinstance(labels, dict):
+            self.errors.append("%s must be a dict of label names to string values, got %s: %r"
+                               % (LABELS_VAR, type(labels).__name__, labels))
+            return
+        good = {}
+        for key, value in labels.items():
+            problem = _key_problem(key)
+            if problem:
+                self.errors.append("%s has the label name %r, which kubelet rejects: %s" % (LABELS_VAR, key, problem))
+                continue
+            if not isinstance(value, str):
+                self.errors.append("%s has %s: %r (%s); label values must be strings: quote the value"
+                                   % (LABELS_VAR, key, value, type(value).__name__))
+                continue
+            problem = _value_problem(value)
+            if problem:
+                self.errors.append("%s has %s=%r, which kubelet rejects: %s (at most 63 characters)"
+                                   % (LABELS_VAR, key, value, problem))
+                continue
+            if self.version is not None and kubelet_refuses_label(key, self.version):
+                allowed = KUBELET_LABELS if self.version >= KUBELET_LABELS_1_17 else KUBELET_LABELS_1_16
+                self.errors.append(
+                    "%s has %r: %s refuses to start with --node-labels in the kubernetes.io and k8s.io namespaces "
+                    "except under %s (or their subdomains) and these: %s. Remove it from %s and set it through "
+                    "the API instead (kubectl label node NODE %s=%s)"
+                    % (LABELS_VAR, key, self.kubelet, " or ".join(n + "/" for n in KUBELET_LABEL_NAMESPACES),
+                       ", ".join(sorted(allowed)), LABELS_VAR, key, value))
+                continue
+            good[key] = value
+        if good:
+            self.flags["--node-labels"] = ",".join("%s=%s" % (key, good[key]) for key in sorted(good))
+
+    def _taints(self):
+        taints = self.settings.get("taints")
+        if taints is None:
+            return
+        if not isinstance(taints, list):
+            self.errors.append("%s must be a list of 'key[=value]:Effect' strings, got %s: %r"
+                               % (TAINTS_VAR, type(taints).__name__, taints))
+            return
+        good = []
+        seen = {}
+        for taint in taints:
+            if not isinstance(taint, str):
+                self.errors.append("%s has %r (%s); each taint is a string 'key[=value]:Effect'"
+                                   % (TAINTS_VAR, taint, type(taint).__name__))
+                continue
+            spec, colon, effect = taint.strip().rpartition(":")
+            if not colon:
+                self.errors.append("%s has %r without an effect: write it as key[=value]:Effect with Effect one of %s, "
+                                   "for example '%s:NoSchedule'" % (TAINTS_VAR, taint, ", ".join(TAINT_EFFECTS), taint))
+                continue
+            if effect not in TAINT_EFFECTS:
+                self.errors.append("%s has %r whose effect %r is not one of %s (they are case-sensitive)"
+                                   % (TAINTS_VAR, taint, effect, ", ".join(TAINT_EFFECTS)))
+                continue
+            key, equals, value = spec.partition("=")
+            problem = _key_problem(key)
+            if problem:
+                self.errors.append("%s has %r whose key %r is invalid: %s" % (TAINTS_VAR, taint, key, problem))
+                continue
+            problem = _value_problem(value) if equals else None
+            if problem:
+                self.errors.append("%s has %r whose value %r is invalid: %s (at most 63 characters)"
+                                   % (TAINTS_VAR, taint, value, problem))
+                continue
+            if (key, effect) in seen:
+                self.errors.append("%s has %r and %r: a node has one taint per key and effect; keep one"
+                                   % (TAINTS_VAR, seen[(key, effect)], taint))
+                continue
+            seen[(key, effect)] = taint
+            good.append(taint.strip())
+        if good:
+            self.flags["--register-with-taints"] = ",".join(good)
+
+    def _cpu_manager(self):
+        policy = _choice(self.settings, "cpu_manager_policy", CPU_POLICY_VAR, self.errors)
+        reserved = self.settings.get("reserved_cpus")
+        if reserved is None:
+            reserved = ""
+        if isinstance(reserved, int) and not isinstance(reserved, bool) and reserved >= 0:
+            reserved = str(reserved)  # 'gpu_kubelet_reserved_cpus: 0' is YAML's integer 0
+        if not isinstance(reserved, str):
+            self.errors.append("%s must be a cpuset string such as '0-1,6', got %s: %r"
+                               % (RESERVED_CPUS_VAR, type(reserved).__name__, reserved))
+            reserved = None
+        else:
+            reserved = reserved.strip()
+            if reserved and not self._cpuset_ok(reserved):
+                reserved = None
+            elif reserved and not self._too_old(RESERVED_CPUS_VAR, reserved, "--reserved-cpus", RESERVED_CPUS_FLAG):
+                self.flags["--reserved-cpus"] = reserved
+        if not policy:
+            return
+        if policy not in CPU_MANAGER_POLICIES:
+            self.errors.append("%s is %r; it must be one of %s (or empty to leave the kubelet's default)"
+                               % (CPU_POLICY_VAR, policy, ", ".join(CPU_MANAGER_POLICIES)))
+            return
+        if policy == "static" and reserved == "":
+            self.errors.append("%s is 'static' but %s is empty: the static CPU manager policy needs reserved CPUs; "
+                               "set %s to a cpuset such as '0-1'"
+                               % (CPU_POLICY_VAR, RESERVED_CPUS_VAR, RESERVED_CPUS_VAR))
+        if self._too_old(CPU_POLICY_VAR, policy, "--cpu-manager-policy", CPU_MANAGER_FLAG):
+            return
+        self.flags["--cpu-manager-policy"] = policy
+        if self.version is not None:
+            why = "%s is %r, which needs it" % (CPU_POLICY_VAR, policy)
+            if self.version < CPU_MANAGER_GATE_DEFAULT_ON:
+                self.gates["CPUManager"] = why
+            if self.version < REMOVED_GATES["CPUManager"]:
+                self.needed_gates["CPUManager"] = why
+
+    def _cpuset_ok(self, cpuset):
+        problem = None
+        if not _CPUSET_RE.match(cpuset):
+            problem = "it must be CPU numbers and ranges separated by commas, such as '0-1,6'"
+        else:
+            for part in cpuset.split(","):
+                first, dash, last = part.partition("-")
+                if dash and int(first) > int(last):
+                    problem = "the range %r runs backwards" % part
+                    break
+        if problem:
+            self.errors.append("%s is %r, which is not a cpuset: %s" % (RESERVED_CPUS_VAR, cpuset, problem))
+            return False
+        return True
+
+    def _topology_manager(self):
+        policy = _choice(self.settings, "topology_manager_policy", TOPOLOGY_POLICY_VAR, self.errors)
+        if policy:
+            if policy not in TOPOLOGY_MANAGER_POLICIES:
+                self.errors.append("%s is %r; it must be one of %s (or empty to leave the kubelet's default)"
+                                   % (TOPOLOGY_POLICY_VAR, policy, ", ".join(TOPOLOGY_MANAGER_POLICIES)))
+            elif not self._too_old(TOPOLOGY_POLICY_VAR, policy, "--topology-manager-policy", TOPOLOGY_MANAGER_FLAG):
+                self.flags["--topology-manager-policy"] = policy
+                if self.version is not None:
+                    why = "%s is %r, which needs it" % (TOPOLOGY_POLICY_VAR, policy)
+                    if self.version < TOPOLOGY_MANAGER_GATE_DEFAULT_ON:
+                        self.gates["TopologyManager"] = why
+                    if self.version < REMOVED_GATES["TopologyManager"]:
+                        self.needed_gates["TopologyManager"] = why
+        scope = _choice(self.settings, "topology_manager_scope", TOPOLOGY_SCOPE_VAR, self.errors)
+        if scope:
+            if scope not in TOPOLOGY_MANAGER_SCOPES:
+                self.errors.append("%s is %r; it must be one of %s (or empty to leave the kubelet's default)"
+                                   % (TOPOLOGY_SCOPE_VAR, scope, ", ".join(TOPOLOGY_MANAGER_SCOPES)))
+            elif not self._too_old(TOPOLOGY_SCOPE_VAR, scope, "--topology-manager-scope", TOPOLOGY_MANAGER_SCOPE_FLAG):
+                self.flags["--topology-manager-scope"] = scope
+
+    def _feature_gates(self):
+        user = self.settings.get("feature_gates")
+        if user is None:
+            user = {}
+        if not isinstance(user, dict):
+            self.errors.append("%s must be a dict of gate names to true/false, got %s: %r"
+                               % (GATES_VAR, type(user).__name__, user))
+            user = {}
+        merged = {}
+        for gate in self.gates:
+            if self.version is not None and self.version < REMOVED_GATES.get(gate, (999, 0)):
+                merged[gate] = True
+        for gate, enabled in user.items():
+            if not isinstance(gate, str) or not _GATE_NAME_RE.match(gate):
+                self.errors.append("%s has the gate name %r; gate names are letters and digits, such as "
+                                   "TopologyManager" % (GATES_VAR, gate))
+                continue
+            if not isinstance(enabled, bool):
+                self.errors.append("%s has %s: %r (%s); the value must be true or false, unquoted"
+                                   % (GATES_VAR, gate, enabled, type(enabled).__name__))
+                continue
+            if self.version is not None:
+                removed = REMOVED_GATES.get(gate)
+                if removed and self.version >= removed:
+                    self.errors.append("%s has %s=%s, but %s no longer has the %s feature gate (removed in "
+                                       "Kubernetes %s) and refuses to start with it: remove %s from %s"
+                                       % (GATES_VAR, gate, str(enabled).lower(), self.kubelet, gate, _dotted(removed),
+                                          gate, GATES_VAR))
+                    continue
+                introduced = INTRODUCED_GATES.get(gate)
+                if introduced and self.version < introduced:
+                    self.errors.append("%s has %s=%s, but %s does not have the %s feature gate yet (it came in "
+                                       "Kubernetes %s) and refuses to start with it: remove %s from %s"
+                                       % (GATES_VAR, gate, str(enabled).lower(), self.kubelet, gate,
+                                          _dotted(introduced), gate, GATES_VAR))
+                    continue
+            why = self.gates.get(gate) or self.needed_gates.get(gate)
+            if why and not enabled:
+                self.errors.append("%s has %s=false, but %s on %s: remove %s from %s"
+                                   % (GATES_VAR, gate, why, self.kubelet, gate, GATES_VAR))
+                continue
+            merged[gate] = enabled
+        if merged:
+            self.flags["--feature-gates"] = ",".join("%s=%s" % (gate, str(merged[gate]).lower())
+                                                     for gate in sorted(merged))
+
+
+# The order kubelet_gpu_args returns flags in.
+FLAG_ORDER = (
+    "--experimental-nvidia-gpus",
+    "--feature-gates",
+    "--node-labels",
+    "--register-with-taints",
+    "--cpu-manager-policy",
+    "--reserved-cpus",
+    "--topology-manager-policy",
+    "--topology-manager-scope",
+)
+
+
+def kubelet_flag_errors(settings):
+    """What is wrong with the GPU kubelet settings for this kubelet, as sentences (empty: nothing).
+
+    ``settings``: version (from kubelet_version), gpu_count, labels, taints,
+    topology_manager_policy, topology_manager_scope, cpu_manager_policy,
+    reserved_cpus, feature_gates. Each sentence names the role variable, the
+    value and the fix.
+    """
+    return list(_Plan(settings).errors)
+
+
+def kubelet_gpu_args(settings):
+    """The kubelet flags for ``settings`` (see kubelet_flag_errors), in FLAG_ORDER.
+
+    Raises AnsibleFilterError with every problem when kubelet_flag_errors
+    finds any.
+    """
+    plan = _Plan(settings)
+    if plan.errors:
+        raise AnsibleFilterError("the GPU kubelet settings do not fit this kubelet:\n- " + "\n- ".join(plan.errors))
+    return ["%s=%s" % (flag, plan.flags[flag]) for flag in FLAG_ORDER if flag in plan.flags]
+
+
+# --------------------------------------------------------------------------
+# systemd: the effective ExecStart of a unit and its drop-ins
+# --------------------------------------------------------------------------
+
+def _unit_lines(text):
+    """Logical lines of a unit file (systemd.syntax(7)): comments dropped, continuations joined.
+
+    A line ending in a backslash continues on the next line, the backslash
+    replaced by a space; comment lines inside a continuation are skipped.
+    """
+    pending = None
+    for raw in text.splitlines():
+        stripped = raw.strip()
+        if stripped.startswith(("#", ";")):
+            continue
+        line = raw if pending is None else pending + raw
+        if line.endswith("\\"):
+            pending = line[:-1] + " "
+            continue
+        pending = None
+        yield line
+    if pending is not None:
+        yield pending
+
+
+def systemd_exec_start(texts):
+    """Effective ExecStart= command lines of a service from its unit file and drop-ins.
+
+    ``texts`` are the file contents in systemd's load order: the unit file,
+    then its drop-ins in order. In [Service], an empty ``ExecStart=`` clears
+    the list and every other assignment appends to it. The commands are kept
+    as written ($VARIABLES and prefixes such as '-' untouched), stripped.
+    """
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, (list, tuple)):
+        raise AnsibleFilterError("systemd_exec_start expects a list of unit file texts (the unit, then its drop-ins), "
+                                 "got %s: %r" % (type(texts).__name__, texts))
+    commands = []
+    for number, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise AnsibleFilterError("systemd_exec_start: item %d is %s, not the text of a unit file: %r"
+                                     % (number, type(text).__name__, text))
+        section = None
+        for line in _unit_lines(text):
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if stripped.startswith("[") and stripped.endswith("]"):
+                section = stripped[1:-1].strip()
+                continue
+            if section != "Service":
+                continue
+            key, equals, value = stripped.partition("=")
+            if not equals or key.strip() != "ExecStart":
+                continue
+            value = value.strip()
+            if value:
+                commands.append(value)
+            else:
+                commands = []
+    if not commands:
+        raise AnsibleFilterError("no ExecStart= is in effect in the [Service] section of these %d unit file(s)"
+                                 % len(texts))
+    return commands
+
+
+class FilterModule(object):
+    def filters(self):
+        return {
+            "kubelet_version": kubelet_version,
+            "kubelet_flag_errors": kubelet_flag_errors,
+            "kubelet_gpu_args": kubelet_gpu_args,
+            "systemd_exec_start": systemd_exec_start,
+        }

@@ -1,0 +1,633 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU kubelet flags by kubelet version, their errors, and ExecStart from unit files."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.nvidia.plugins.filter import kubelet_plan as plan
+
+# One patch release of each minor version the flags change at.
+VERSIONS = ["1.5.8", "1.6.13", "1.7.16", "1.8.15", "1.9.11", "1.10.13", "1.11.10", "1.16.15", "1.17.17",
+            "1.18.20", "1.19.16", "1.20.15", "1.28.15", "1.31.2", "1.34.1"]
+GPU_LABEL = "--node-labels=nvidia.com/gpu.present=true"
+
+
+def settings(version="1.31.2", **more):
+    values = {"version": version, "gpu_count": 8, "labels": {"nvidia.com/gpu.present": "true"}, "taints": [],
+              "topology_manager_policy": "", "topology_manager_scope": "", "cpu_manager_policy": "",
+              "reserved_cpus": "", "feature_gates": {}}
+    values.update(more)
+    return values
+
+
+def minor(version):
+    return tuple(int(part) for part in version.split(".")[:2])
+
+
+def gates_of(args):
+    for arg in args:
+        if arg.startswith("--feature-gates="):
+            return dict(item.split("=") for item in arg[len("--feature-gates="):].split(","))
+    return {}
+
+
+def single_error(values):
+    errors = plan.kubelet_flag_errors(values)
+    assert len(errors) == 1, errors
+    return errors[0]
+
+
+# --------------------------------------------------------------------------
+# kubelet --version
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,version", [
+    ("Kubernetes v1.31.2", "1.31.2"),
+    ("Kubernetes v1.31.2\n", "1.31.2"),
+    ("Kubernetes v1.29.15-eks-abcdef", "1.29.15"),
+    ("Kubernetes v1.5.8", "1.5.8"),
+    ("Kubernetes v1.28.3+k3s1", "1.28.3"),
+    ("Kubernetes v1.30.14-gke.1000000", "1.30.14"),
+    ("Flag --foo has been deprecated\nKubernetes v1.27.16", "1.27.16"),
+    ("v1.34.1", "1.34.1"),
+    ("  1.20.15 ", "1.20.15"),
+])
+def test_kubelet_version(text, version):
+    assert plan.kubelet_version(text) == version
+
+
+@pytest.mark.parametrize("text", ["", "kubelet: command not found", "Kubernetes v1.31", "Kubernetes vX.Y.Z",
+                                  "1.31.2 and more"])
+def test_kubelet_version_names_what_it_read(text):
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.kubelet_version(text)
+    assert repr(text) in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [None, 131, ["Kubernetes v1.31.2"]])
+def test_kubelet_version_needs_text(value):
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.kubelet_version(value)
+    assert repr(value) in str(caught.value)
+
+
+# --------------------------------------------------------------------------
+# GPU support by version
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version,args", [
+    ("1.5.8", ["--experimental-nvidia-gpus=1", GPU_LABEL]),
+    ("1.6.13", ["--feature-gates=Accelerators=true", GPU_LABEL]),
+    ("1.7.16", ["--feature-gates=Accelerators=true", GPU_LABEL]),
+    ("1.8.15", ["--feature-gates=Accelerators=true,DevicePlugins=true", GPU_LABEL]),
+    ("1.9.11", ["--feature-gates=Accelerators=true,DevicePlugins=true", GPU_LABEL]),
+    ("1.10.13", ["--feature-gates=Accelerators=true", GPU_LABEL]),
+    ("1.11.10", [GPU_LABEL]),
+    ("1.16.15", [GPU_LABEL]),
+    ("1.17.17", [GPU_LABEL]),
+    ("1.18.20", [GPU_LABEL]),
+    ("1.19.16", [GPU_LABEL]),
+    ("1.20.15", [GPU_LABEL]),
+    ("1.28.15", [GPU_LABEL]),
+    ("1.31.2", [GPU_LABEL]),
+    ("1.34.1", [GPU_LABEL]),
+])
+def test_gpu_flags_by_version(version, args):
+    assert plan.kubelet_flag_errors(settings(version)) == []
+    assert plan.kubelet_gpu_args(settings(version)) == args
+
+
+@pytest.mark.parametrize("version,args", [
+    ("1.5.8", []),                                   # the flag counts GPUs: 0 means none, so it is left out
+    ("1.3.10", []),
+    ("1.7.16", ["--feature-gates=Accelerators=true"]),
+    ("1.31.2", []),
+])
+def test_node_without_gpus(version, args):
+    assert plan.kubelet_gpu_args(settings(version, gpu_count=0, labels={})) == args
+
+
+@pytest.mark.parametrize("version,args", [
+    ("1.2.7", []),                                   # before kubernetes/kubernetes#24836: no GPU flag at all
+    ("1.3.10", ["--experimental-nvidia-gpus=1"]),
+    ("1.4.12", ["--experimental-nvidia-gpus=1"]),
+])
+def test_experimental_nvidia_gpus_takes_one_whatever_the_count(version, args):
+    assert plan.kubelet_gpu_args(settings(version, gpu_count=4, labels={})) == args
+
+
+# --------------------------------------------------------------------------
+# Topology manager and CPU manager by version
+# --------------------------------------------------------------------------
+
+def _topology_policy(version):
+    if minor(version) < (1, 16):
+        return None
+    if minor(version) < (1, 18):
+        return ["--feature-gates=TopologyManager=true", GPU_LABEL, "--topology-manager-policy=single-numa-node"]
+    return [GPU_LABEL, "--topology-manager-policy=single-numa-node"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_topology_manager_policy(version):
+    values = settings(version, topology_manager_policy="single-numa-node")
+    expected = _topology_policy(version)
+    if expected is None:
+        message = single_error(values)
+        assert "gpu_kubelet_topology_manager_policy" in message and "'single-numa-node'" in message
+        assert "1.16" in message and version in message
+    else:
+        assert plan.kubelet_gpu_args(values) == expected
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_topology_manager_scope(version):
+    values = settings(version, topology_manager_scope="pod", gpu_count=0)
+    if minor(version) < (1, 20):
+        message = single_error(values)
+        assert "gpu_kubelet_topology_manager_scope" in message and "'pod'" in message and "1.20" in message
+    else:
+        assert plan.kubelet_gpu_args(values) == [GPU_LABEL, "--topology-manager-scope=pod"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cpu_manager_policy(version):
+    values = settings(version, cpu_manager_policy="none", gpu_count=0)
+    if minor(version) < (1, 8):
+        message = single_error(values)
+        assert "gpu_kubelet_cpu_manager_policy" in message and "'none'" in message and "1.8" in message
+        return
+    args = plan.kubelet_gpu_args(values)
+    assert "--cpu-manager-policy=none" in args
+    assert (gates_of(args).get("CPUManager") == "true") == (minor(version) < (1, 10))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_reserved_cpus(version):
+    values = settings(version, cpu_manager_policy="static", reserved_cpus="0-1,6", gpu_count=0)
+    if minor(version) < (1, 8):
+        assert len(plan.kubelet_flag_errors(values)) == 2   # neither flag exists yet
+    elif minor(version) < (1, 17):
+        message = single_error(values)
+        assert "gpu_kubelet_reserved_cpus" in message and "'0-1,6'" in message and "1.17" in message
+    else:
+        args = plan.kubelet_gpu_args(values)
+        assert args[-2:] == ["--cpu-manager-policy=static", "--reserved-cpus=0-1,6"]
+
+
+def test_reserved_cpus_without_a_policy():
+    assert plan.kubelet_gpu_args(settings(reserved_cpus="0")) == [GPU_LABEL, "--reserved-cpus=0"]
+
+
+def test_reserved_cpus_as_a_yaml_integer():
+    assert plan.kubelet_gpu_args(settings(cpu_manager_policy="static", reserved_cpus=0))[-1] == "--reserved-cpus=0"
+
+
+def test_static_policy_needs_reserved_cpus():
+    message = single_error(settings(cpu_manager_policy="static"))
+    assert "gpu_kubelet_cpu_manager_policy" in message and "'static'" in message
+    assert "gpu_kubelet_reserved_cpus" in message
+
+
+@pytest.mark.parametrize("cpuset", ["0-", "a", "3-1", "0,,1", "0 - 1", "-1", "0-1-2", "0;1"])
+def test_reserved_cpus_must_be_a_cpuset(cpuset):
+    message = single_error(settings(reserved_cpus=cpuset))
+    assert "gpu_kubelet_reserved_cpus" in message and repr(cpuset) in message
+
+
+@pytest.mark.parametrize("cpuset", ["0", "0-1", "0-1,6", "2,4,6-11", "12-12"])
+def test_cpusets(cpuset):
+    assert plan.kubelet_gpu_args(settings(reserved_cpus=cpuset))[-1] == "--reserved-cpus=" + cpuset
+
+
+@pytest.mark.parametrize("name,variable,value", [
+    ("topology_manager_policy", "gpu_kubelet_topology_manager_policy", "numa"),
+    ("topology_manager_policy", "gpu_kubelet_topology_manager_policy", "Best-Effort"),
+    ("topology_manager_scope", "gpu_kubelet_topology_manager_scope", "node"),
+    ("cpu_manager_policy", "gpu_kubelet_cpu_manager_policy", "dynamic"),
+    ("topology_manager_policy", "gpu_kubelet_topology_manager_policy", 1),
+    ("cpu_manager_policy", "gpu_kubelet_cpu_manager_policy", ["static"]),
+    ("reserved_cpus", "gpu_kubelet_reserved_cpus", ["0-1"]),
+    ("reserved_cpus", "gpu_kubelet_reserved_cpus", True),
+])
+def test_unknown_choices(name, variable, value):
+    message = single_error(settings(**{name: value}))
+    assert variable in message and repr(value) in message
+
+
+@pytest.mark.parametrize("policy", plan.TOPOLOGY_MANAGER_POLICIES)
+def test_every_topology_policy(policy):
+    assert plan.kubelet_gpu_args(settings(topology_manager_policy=policy))[-1] == "--topology-manager-policy=" + policy
+
+
+def test_unset_choices_emit_nothing():
+    values = settings(topology_manager_policy=None, topology_manager_scope=None, cpu_manager_policy=None,
+                      reserved_cpus=None, feature_gates=None, taints=None)
+    assert plan.kubelet_gpu_args(values) == [GPU_LABEL]
+
+
+# --------------------------------------------------------------------------
+# Node labels
+# --------------------------------------------------------------------------
+
+def test_labels_are_one_flag_sorted_by_name():
+    labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "example.com/rack": "r12", "zone": "",
+              "nvidia.com/gpu.count": "8"}
+    assert plan.kubelet_gpu_args(settings(labels=labels)) == [
+        "--node-labels=example.com/rack=r12,nvidia.com/gpu.count=8,"
+        "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3,zone="]
+
+
+def test_no_labels_no_flag():
+    assert plan.kubelet_gpu_args(settings(labels={})) == []
+
+
+REFUSED = ["node-role.kubernetes.io/gpu", "kubernetes.io/role", "app.kubernetes.io/name", "k8s.io/x",
+           "foo.k8s.io/x", "node-restriction.kubernetes.io/gpu", "kubernetes.io/gpu"]
+ALLOWED = ["kubelet.kubernetes.io/gpu", "gpu.kubelet.kubernetes.io/x", "node.kubernetes.io/gpu",
+           "gpu.node.kubernetes.io/x", "node.kubernetes.io/instance-type", "kubernetes.io/hostname",
+           "kubernetes.io/os", "kubernetes.io/arch", "beta.kubernetes.io/instance-type", "beta.kubernetes.io/os",
+           "beta.kubernetes.io/arch", "failure-domain.beta.kubernetes.io/zone",
+           "failure-domain.beta.kubernetes.io/region", "nvidia.com/gpu.present", "mykubernetes.io/x",
+           "k8s.io.example.com/x", "plain"]
+
+
+@pytest.mark.parametrize("version", ["1.16.15", "1.17.17", "1.28.15", "1.31.2", "1.34.1"])
+@pytest.mark.parametrize("key", REFUSED)
+def test_kubelet_refuses_these_labels(version, key):
+    message = single_error(settings(version, labels={key: "true"}))
+    assert "gpu_kubelet_node_labels" in message and repr(key) in message
+    assert "refuses" in message and "through the API" in message
+
+
+@pytest.mark.parametrize("version", ["1.16.15", "1.17.17", "1.31.2", "1.34.1"])
+@pytest.mark.parametrize("key", ALLOWED)
+def test_kubelet_accepts_these_labels(version, key):
+    assert plan.kubelet_gpu_args(settings(version, labels={key: "x"})) == ["--node-labels=%s=x" % key]
+
+
+@pytest.mark.parametrize("version", ["1.5.8", "1.10.13", "1.11.10"])
+def test_no_label_restriction_before_1_16(version):
+    args = plan.kubelet_gpu_args(settings(version, gpu_count=0, labels={"node-role.kubernetes.io/gpu": ""}))
+    assert args[-1] == "--node-labels=node-role.kubernetes.io/gpu="
+
+
+@pytest.mark.parametrize("key,on_1_16,on_1_17", [
+    ("kubernetes.io/instance-type", True, False),        # the informal "GA" names of 1.16 ...
+    ("failure-domain.kubernetes.io/zone", True, False),
+    ("failure-domain.kubernetes.io/region", True, False),
+    ("topology.kubernetes.io/zone", False, True),        # ... gave way to these in 1.17
+    ("topology.kubernetes.io/region", False, True),
+])
+def test_allowed_label_list_changed_in_1_17(key, on_1_16, on_1_17):
+    assert (plan.kubelet_flag_errors(settings("1.16.15", labels={key: "a"})) == []) == on_1_16
+    assert (plan.kubelet_flag_errors(settings("1.17.17", labels={key: "a"})) == []) == on_1_17
+
+
+@pytest.mark.parametrize("key", ["bad key", "UPPER.example.com/x", "a/b/c", "/x", "example.com/", "x" * 64,
+                                 "-x", "x_", "example..com/x", "%s.com/x" % ("a" * 250), ""])
+def test_invalid_label_names(key):
+    message = single_error(settings(labels={key: "x"}))
+    assert "gpu_kubelet_node_labels" in message and repr(key) in message
+
+
+@pytest.mark.parametrize("value", ["-x", "x_", "a b", "a,b", "a=b", "x" * 64, "é"])
+def test_invalid_label_values(value):
+    message = single_error(settings(labels={"example.com/x": value}))
+    assert "gpu_kubelet_node_labels" in message and repr(value) in message
+
+
+@pytest.mark.parametrize("value", [True, 8, 1.5, None, ["a"]])
+def test_label_values_must_be_strings(value):
+    message = single_error(settings(labels={"nvidia.com/gpu.count": value}))
+    assert "gpu_kubelet_node_labels" in message and repr(value) in message and "string" in message
+
+
+def test_label_names_must_be_strings():
+    message = single_error(settings(labels={8: "x"}))
+    assert "gpu_kubelet_node_labels" in message and "8" in message
+
+
+@pytest.mark.parametrize("labels", [["a=b"], "a=b"])
+def test_labels_must_be_a_dict(labels):
+    message = single_error(settings(labels=labels))
+    assert "gpu_kubelet_node_labels" in message and repr(labels) in message
+
+
+def test_longest_label_parts():
+    prefix = ".".join(["a" * 63] * 3) + "." + "b" * 61
+    assert len(prefix) == 253
+    key = "%s/%s" % (prefix, "n" * 63)
+    assert plan.kubelet_gpu_args(settings(labels={key: "v" * 63})) == ["--node-labels=%s=%s" % (key, "v" * 63)]
+
+
+# --------------------------------------------------------------------------
+# Taints
+# --------------------------------------------------------------------------
+
+def test_taints_are_one_flag_in_input_order():
+    taints = ["nvidia.com/gpu=present:NoSchedule", "dedicated:NoExecute", "b=1:PreferNoSchedule",
+              "nvidia.com/gpu=present:NoExecute"]
+    assert plan.kubelet_gpu_args(settings(labels={}, taints=taints)) == [
+        "--register-with-taints=nvidia.com/gpu=present:NoSchedule,dedicated:NoExecute,b=1:PreferNoSchedule,"
+        "nvidia.com/gpu=present:NoExecute"]
+
+
+def test_taint_without_an_effect():
+    message = single_error(settings(taints=["nvidia.com/gpu=present"]))
+    assert "gpu_kubelet_taints" in message and "'nvidia.com/gpu=present'" in message
+    assert "without an effect" in message
+
+
+@pytest.mark.parametrize("taint", ["a=b:Noschedule", "a=b:", "a:NoEvict", "a=b:NoSchedule:x"])
+def test_taint_effects(taint):
+    message = single_error(settings(taints=[taint]))
+    assert "gpu_kubelet_taints" in message and repr(taint) in message
+
+
+@pytest.mark.parametrize("taint", ["bad key=x:NoSchedule", "=x:NoSchedule", ":NoSchedule", "a=bad value:NoSchedule",
+                                   "a=-x:NoSchedule", "a:b=c:NoSchedule", "UPPER.com/x=y:NoSchedule"])
+def test_taint_keys_and_values(taint):
+    message = single_error(settings(taints=[taint]))
+    assert "gpu_kubelet_taints" in message and repr(taint) in message
+
+
+def test_duplicate_taints_are_refused():
+    message = single_error(settings(taints=["a=1:NoSchedule", "a=2:NoSchedule"]))
+    assert "gpu_kubelet_taints" in message and "'a=1:NoSchedule'" in message and "'a=2:NoSchedule'" in message
+
+
+def test_same_key_other_effect_is_not_a_duplicate():
+    args = plan.kubelet_gpu_args(settings(labels={}, taints=["a=1:NoSchedule", "a=1:NoExecute"]))
+    assert args == ["--register-with-taints=a=1:NoSchedule,a=1:NoExecute"]
+
+
+@pytest.mark.parametrize("taints,bad", [(["a:NoSchedule", 5], "5"), ("a:NoSchedule", "'a:NoSchedule'"),
+                                        ({"a": "NoSchedule"}, "{'a': 'NoSchedule'}")])
+def test_taints_must_be_a_list_of_strings(taints, bad):
+    message = single_error(settings(taints=taints))
+    assert "gpu_kubelet_taints" in message and bad in message
+
+
+# --------------------------------------------------------------------------
+# Feature gates
+# --------------------------------------------------------------------------
+
+def test_user_gates_sorted():
+    args = plan.kubelet_gpu_args(settings(labels={}, feature_gates={"Zeta": True, "Alpha": False}))
+    assert args == ["--feature-gates=Alpha=false,Zeta=true"]
+
+
+def test_user_gates_merge_with_computed_ones():
+    args = plan.kubelet_gpu_args(settings("1.9.11", labels={}, cpu_manager_policy="none",
+                                          feature_gates={"PodPriority": True, "Accelerators": True}))
+    assert args == ["--feature-gates=Accelerators=true,CPUManager=true,DevicePlugins=true,PodPriority=true",
+                    "--cpu-manager-policy=none"]
+
+
+@pytest.mark.parametrize("gate,removed", sorted(plan.REMOVED_GATES.items()))
+def test_removed_gates_are_refused(gate, removed):
+    last = "1.%d.9" % (removed[1] - 1)
+    first = "1.%d.0" % removed[1]
+    assert plan.kubelet_flag_errors(settings(last, feature_gates={gate: True})) == []
+    message = single_error(settings(first, feature_gates={gate: True}))
+    assert "gpu_kubelet_feature_gates" in message and gate in message and first in message
+    assert "removed in Kubernetes 1.%d" % removed[1] in message
+
+
+@pytest.mark.parametrize("gate,version", [("DevicePlugins", "1.7.16"), ("TopologyManager", "1.11.10"),
+                                          ("Accelerators", "1.5.8"), ("KubeletPodResources", "1.11.10"),
+                                          ("KubeletPodResourcesGetAllocatable", "1.20.15")])
+def test_gates_before_they_exist_are_refused(gate, version):
+    message = single_error(settings(version, gpu_count=0, feature_gates={gate: True}))
+    assert "gpu_kubelet_feature_gates" in message and gate in message and version in message
+
+
+@pytest.mark.parametrize("gate,version,more", [
+    ("Accelerators", "1.7.16", {}),
+    ("DevicePlugins", "1.9.11", {}),
+    ("DevicePlugins", "1.20.15", {}),
+    ("TopologyManager", "1.17.17", {"topology_manager_policy": "best-effort"}),
+    ("TopologyManager", "1.18.20", {"topology_manager_policy": "best-effort"}),
+    ("CPUManager", "1.9.11", {"cpu_manager_policy": "none"}),
+    ("CPUManager", "1.28.15", {"cpu_manager_policy": "static", "reserved_cpus": "0"}),
+])
+def test_turning_off_a_needed_gate(gate, version, more):
+    message = single_error(settings(version, feature_gates={gate: False}, **more))
+    assert "gpu_kubelet_feature_gates" in message and "%s=false" % gate in message and version in message
+
+
+def test_turning_off_a_manager_gate_without_its_policy_is_the_users_call():
+    args = plan.kubelet_gpu_args(settings("1.20.15", labels={}, feature_gates={"TopologyManager": False}))
+    assert args == ["--feature-gates=TopologyManager=false"]
+
+
+@pytest.mark.parametrize("gates,bad", [
+    ({"TopologyManager": "true"}, "'true'"),
+    ({"TopologyManager": 1}, "1"),
+    ({"Foo=true,Bar": True}, "'Foo=true,Bar'"),
+    ({"": True}, "''"),
+    (["TopologyManager=true"], "['TopologyManager=true']"),
+])
+def test_gate_values_and_names(gates, bad):
+    message = single_error(settings(feature_gates=gates))
+    assert "gpu_kubelet_feature_gates" in message and bad in message
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_no_removed_gate_is_ever_emitted(version):
+    values = settings(version)
+    if minor(version) >= (1, 8):
+        values.update(cpu_manager_policy="none")
+    if minor(version) >= (1, 16):
+        values.update(topology_manager_policy="best-effort")
+    args = plan.kubelet_gpu_args(values)
+    for gate in gates_of(args):
+        assert plan.INTRODUCED_GATES.get(gate, (1, 0)) <= minor(version) < plan.REMOVED_GATES.get(gate, (99, 0))
+    assert bool(gates_of(args)) == ((1, 6) <= minor(version) < (1, 11) or (1, 16) <= minor(version) < (1, 18))
+
+
+# --------------------------------------------------------------------------
+# Version and settings errors
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", ["", None, "abc", "0.9.0", "1.x", "1", "Kubernetes v1.31.2", 1.31])
+def test_bad_versions(version):
+    errors = plan.kubelet_flag_errors(settings(version))
+    assert len(errors) == 1
+    assert repr(version) in errors[0] and "kubelet_version" in errors[0]
+
+
+@pytest.mark.parametrize("count", ["2", -1, True, 1.0])
+def test_gpu_count_must_be_a_count(count):
+    message = single_error(settings(gpu_count=count))
+    assert "gpu_count" in message and repr(count) in message
+
+
+@pytest.mark.parametrize("value", [None, "version=1.31.2", ["1.31.2"]])
+def test_settings_must_be_a_dict(value):
+    for function in (plan.kubelet_flag_errors, plan.kubelet_gpu_args):
+        with pytest.raises(AnsibleFilterError) as caught:
+            function(value)
+        assert repr(value) in str(caught.value)
+
+
+def test_gpu_args_raises_every_problem():
+    values = settings("1.17.17", labels={"node-role.kubernetes.io/gpu": ""}, taints=["nvidia.com/gpu=present"],
+                      topology_manager_scope="pod")
+    errors = plan.kubelet_flag_errors(values)
+    assert len(errors) == 3
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.kubelet_gpu_args(values)
+    for error in errors:
+        assert error in str(caught.value)
+
+
+def test_versions_without_a_patch_are_read():
+    assert plan.kubelet_gpu_args(settings("1.9")) == ["--feature-gates=Accelerators=true,DevicePlugins=true", GPU_LABEL]
+
+
+# --------------------------------------------------------------------------
+# Order of the flags
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version,args", [
+    ("1.5.8", ["--experimental-nvidia-gpus=1", "--feature-gates=Foo=true", "--node-labels=a=1,b=2",
+               "--register-with-taints=t:NoSchedule"]),
+    ("1.17.17", ["--feature-gates=Foo=true,TopologyManager=true", "--node-labels=a=1,b=2",
+                 "--register-with-taints=t:NoSchedule", "--cpu-manager-policy=static", "--reserved-cpus=0-1",
+                 "--topology-manager-policy=restricted"]),
+    ("1.31.2", ["--feature-gates=Foo=true", "--node-labels=a=1,b=2", "--register-with-taints=t:NoSchedule",
+                "--cpu-manager-policy=static", "--reserved-cpus=0-1", "--topology-manager-policy=restricted",
+                "--topology-manager-scope=pod"]),
+])
+def test_flag_order(version, args):
+    values = settings(version, labels={"b": "2", "a": "1"}, taints=["t:NoSchedule"], feature_gates={"Foo": True})
+    if minor(version) >= (1, 8):
+        values.update(cpu_manager_policy="static", reserved_cpus="0-1", topology_manager_policy="restricted")
+    if minor(version) >= (1, 20):
+        values.update(topology_manager_scope="pod")
+    assert plan.kubelet_gpu_args(values) == args
+    assert [arg.split("=")[0] for arg in args] == [flag for flag in plan.FLAG_ORDER if any(
+        arg.startswith(flag + "=") for arg in args)]
+
+
+def test_same_settings_same_args():
+    values = settings(labels={str(n): str(n) for n in range(20)}, feature_gates={"G%d" % n: True for n in range(20)})
+    assert plan.kubelet_gpu_args(values) == plan.kubelet_gpu_args(dict(reversed(list(values.items()))))
+
+
+# --------------------------------------------------------------------------
+# systemd ExecStart
+# --------------------------------------------------------------------------
+
+KUBELET_SERVICE = """\
+[Unit]
+Description=kubelet: The Kubernetes Node Agent
+Documentation=https://kubernetes.io/docs/
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+KUBEADM_DROPIN = """\
+# Note: This dropin only works with kubeadm and kubelet v1.11+
+[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \
+--kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+# kubeadm init and kubeadm join write KUBELET_KUBEADM_ARGS here
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+# KUBELET_EXTRA_ARGS, the user's last resort
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""
+
+KUBEADM_COMMAND = "/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS"
+
+
+def test_the_unit_alone():
+    assert plan.systemd_exec_start([KUBELET_SERVICE]) == ["/usr/bin/kubelet"]
+
+
+def test_kubeadm_dropin_replaces_the_command():
+    assert plan.systemd_exec_start([KUBELET_SERVICE, KUBEADM_DROPIN]) == [KUBEADM_COMMAND]
+
+
+def test_a_later_dropin_without_a_reset_appends():
+    extra = "[Service]\nExecStart=/usr/local/bin/after\n"
+    assert plan.systemd_exec_start([KUBELET_SERVICE, KUBEADM_DROPIN, extra]) == [KUBEADM_COMMAND,
+                                                                                 "/usr/local/bin/after"]
+
+
+def test_a_later_dropin_with_continuations_and_comments():
+    dropin = ("[Service]\n"
+              "ExecStart=\n"
+              "ExecStart=/usr/bin/kubelet \\\n"
+              "    $KUBELET_KUBECONFIG_ARGS \\\n"
+              "# a comment inside the continued line is skipped\n"
+              "; and so is this one\n"
+              "    $KUBELET_EXTRA_ARGS\n")
+    commands = plan.systemd_exec_start([KUBELET_SERVICE, KUBEADM_DROPIN, dropin])
+    assert commands == ["/usr/bin/kubelet      $KUBELET_KUBECONFIG_ARGS      $KUBELET_EXTRA_ARGS"]
+    assert commands[0].split() == ["/usr/bin/kubelet", "$KUBELET_KUBECONFIG_ARGS", "$KUBELET_EXTRA_ARGS"]
+
+
+def test_backslash_becomes_a_space():
+    assert plan.systemd_exec_start(["[Service]\nExecStart=/usr/bin/kubelet\\\n--v=2\n"]) == ["/usr/bin/kubelet --v=2"]
+
+
+@pytest.mark.parametrize("text,commands", [
+    ("[Unit]\nExecStart=/not/this\n[Service]\nExecStart=/this\n", ["/this"]),
+    ("[Service]\nExecStart=/this\n[Install]\nExecStart=/not/this\n", ["/this"]),
+    ("ExecStart=/no/section\n[Service]\nExecStart=/this\n", ["/this"]),
+    ("[Service]\n#ExecStart=/commented\n;ExecStart=/commented\n  # ExecStart=/commented\nExecStart=/this\n", ["/this"]),
+    ("[Service]\nExecStartPre=/bin/true\nExecStart=/this\nExecStartPost=/bin/true\n", ["/this"]),
+    ("[Service]\nExecStart = /this --a=b  \n", ["/this --a=b"]),
+    ("  [Service]  \n  ExecStart=-/usr/bin/kubelet $ARGS\n", ["-/usr/bin/kubelet $ARGS"]),
+    ("[Service]\r\nExecStart=/this\r\n", ["/this"]),
+    ("[Service]\nExecStart=/one\nExecStart=/two\n", ["/one", "/two"]),
+    ("[Service]\nExecStart=/one\nExecStart=\nExecStart=/two\n", ["/two"]),
+    ("[Service]\nExecStart=/last \\", ["/last"]),
+])
+def test_unit_syntax(text, commands):
+    assert plan.systemd_exec_start([text]) == commands
+
+
+def test_a_single_text_is_read_as_one_file():
+    assert plan.systemd_exec_start(KUBELET_SERVICE) == ["/usr/bin/kubelet"]
+
+
+def test_sections_do_not_carry_over_to_the_next_file():
+    assert plan.systemd_exec_start([KUBELET_SERVICE, "ExecStart=\n"]) == ["/usr/bin/kubelet"]
+
+
+@pytest.mark.parametrize("texts", [[], [""], ["[Service]\nRestart=always\n"], [KUBELET_SERVICE, "[Service]\nExecStart=\n"],
+                                   ["[Unit]\nExecStart=/usr/bin/kubelet\n"]])
+def test_no_exec_start_is_an_error(texts):
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.systemd_exec_start(texts)
+    assert "ExecStart" in str(caught.value)
+
+
+@pytest.mark.parametrize("texts", [None, {"a": "b"}, [KUBELET_SERVICE, None], [b"[Service]\nExecStart=/x\n"]])
+def test_exec_start_needs_texts(texts):
+    with pytest.raises(AnsibleFilterError):
+        plan.systemd_exec_start(texts)
+
+
+def test_filter_names():
+    assert sorted(plan.FilterModule().filters()) == ["kubelet_flag_errors", "kubelet_gpu_args", "kubelet_version",
+                                                     "systemd_exec_start"]
