@@ -19,6 +19,7 @@ nvidia runtime, and the check afterwards compares every setting.
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -71,8 +72,10 @@ def _value(value, path):
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            return {True: "nan"}.get(value != value, "inf" if value > 0 else "-inf")
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
         return repr(value)
     if isinstance(value, str):
         return _string(value)
@@ -149,7 +152,7 @@ def _imports_lines(lines, end):
         if re.match(r"^\s*imports\s*=", lines[index]):
             for last in range(index, end):
                 try:
-                    tomllib.loads("\n".join(lines[index:last + 1]))
+                    tomllib.loads("\n".join(lines[index:last + 1]) + "\n")
                     return index, last
                 except tomllib.TOMLDecodeError:
                     continue
@@ -168,7 +171,11 @@ def containerd_set_imports(text, imports, schema=2):
     assignment = "imports = [" + ", ".join(_string(path) for path in imports) + "]"
     if not (text or "").strip():
         return "version = %d\n" % int(schema) + (assignment + "\n" if imports else "")
-    lines = text.splitlines()
+    # Split at \n only, as containerd's parser ends lines: str.splitlines would also split at
+    # \x85, \u2028 (allowed in comments and strings) and drop a \r before \n (CRLF files).
+    lines = text.split("\n")
+    if "\r" in lines[0][-1:]:
+        assignment += "\r"
     end = _top_level_span(lines)
     span = _imports_lines(lines, end)
     if span:
@@ -181,13 +188,22 @@ def containerd_set_imports(text, imports, schema=2):
                 at = index + 1
                 break
         lines.insert(at, assignment)
-    return "\n".join(lines) + "\n"
+    text = "\n".join(lines)
+    return text if text.endswith("\n") else text + "\n"
+
+
+def _glob_covers(pattern, path):
+    """Whether Go's filepath.Match(pattern, path) holds: wildcards never match a ``/``."""
+    if pattern == path:
+        return True
+    parts, names = pattern.split("/"), path.split("/")
+    return len(parts) == len(names) and all(fnmatch.fnmatchcase(name, part) for part, name in zip(parts, names))
 
 
 def containerd_add_import(text, path, schema=2):
     """config.toml's text with ``path`` added to ``imports``, unless an entry (or glob) already covers it."""
     imports = toml_imports(text) if (text or "").strip() else []
-    if any(entry == path or fnmatch.fnmatchcase(path, entry) for entry in imports):
+    if any(_glob_covers(entry, path) for entry in imports):
         return text if (text or "").strip() else containerd_set_imports(text, imports, schema)
     return containerd_set_imports(text, imports + [path], schema)
 
@@ -261,12 +277,15 @@ def containerd_dump_problems(dump_text, baseline_dump, dropin):
     dump = dict(_leaves(_loads(dump_text, "containerd config dump")))
     ours = dict(_leaves(dropin))
     theirs = dict(_leaves(_loads(baseline_dump, "containerd config dump")))
+    # Tables the drop-in sets something in: an empty table of the baseline (registry.mirrors, say)
+    # that the drop-in fills is checked through the drop-in's own settings.
+    set_by_dropin = {path[:end] for path in ours for end in range(1, len(path) + 1)}
     problems = []
     for path, value in ours.items():
         if path != ("version",) and dump.get(path, "<absent>") != value:
             problems.append("%s is %r, the drop-in sets %r" % (".".join(path), dump.get(path, "<absent>"), value))
     for path, value in theirs.items():
-        if path in ours or path[0] == "imports":
+        if path in set_by_dropin or path[0] == "imports":
             continue
         if dump.get(path, "<absent>") != value:
             problems.append("%s changed from %r to %r" % (".".join(path), value, dump.get(path, "<absent>")))

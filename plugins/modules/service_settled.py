@@ -37,13 +37,20 @@ options:
     default: 30
 attributes:
   check_mode:
+    description: Can run in check mode.
     support: full
-    details: Nothing is restarted in check mode, so nothing is watched; the module returns at once.
+    details: Nothing is restarted in check mode, so nothing is watched; the module looks once and returns at once.
   diff_mode:
+    description: Would show a diff of what changed.
     support: none
+    details: The module never changes anything.
   idempotent:
+    description: A second run with the same arguments reports no change.
     support: full
+    details: The module never reports a change.
   platform:
+    description: Targets the module runs on.
+    support: full
     platforms: posix
 notes:
   - Needs C(systemctl); C(journalctl) is used for the journal excerpt when present.

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+# Installed as /usr/bin/kubelet by prepare.yml, with a python3 shebang.
 # STAND-IN for kubelet in the gpu_kubelet molecule tests; NOT kubelet.
 # Behaves as kubelet does where the role depends on it: answers --version,
 # refuses unknown flags (pflag's "unknown flag"), refuses node labels in the
@@ -6,7 +6,6 @@
 # feature gates and malformed taints, and otherwise stays running.
 # /etc/kubelet-standin/version holds the version it claims; each line of
 # /etc/kubelet-standin/reject names a flag it treats as unknown (fault tests).
-import os
 import re
 import signal
 import sys
@@ -37,6 +36,10 @@ def fail(message):
     sys.exit(1)
 
 
+def stop(signum, frame):
+    sys.exit(0)
+
+
 def main(argv):
     version = read("/etc/kubelet-standin/version", "1.31.0")
     if "--version" in argv:
@@ -46,7 +49,7 @@ def main(argv):
     for arg in argv:
         if not arg.startswith("--"):
             continue
-        name, _sep, value = arg.partition("=")
+        name, dummy, value = arg.partition("=")
         if name not in known:
             sys.stderr.write("Error: unknown flag: %s\n" % name)
             return 1
@@ -69,7 +72,7 @@ def main(argv):
                     fail("invalid taint spec: %s" % taint)
     sys.stdout.write("kubelet stand-in %s running with: %s\n" % (version, " ".join(argv)))
     sys.stdout.flush()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, stop)
     while True:
         signal.pause()
 
