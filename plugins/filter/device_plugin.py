@@ -1,0 +1,373 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind the device plugin role: its config, and what each node should advertise.
+
+The config is NVIDIA's k8s-device-plugin ``version: v1`` file
+(api/config/v1 in NVIDIA/k8s-device-plugin). What a node advertises follows
+the plugin's resource manager (internal/rm): with MIG strategy ``none`` every
+GPU is one ``nvidia.com/gpu``; ``single`` advertises the MIG devices as
+``nvidia.com/gpu`` when every GPU is in MIG mode; ``mixed`` advertises each
+MIG profile as ``nvidia.com/mig-<profile>`` and the GPUs without MIG as
+``nvidia.com/gpu``. Time-slicing lists each device ``replicas`` times, under
+``<name>.shared`` when renameByDefault is set.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+GPU_RESOURCE = "nvidia.com/gpu"
+CONFIG_LABEL = "nvidia.com/device-plugin.config"
+MIG_STRATEGIES = ("none", "single", "mixed")
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-annotations", "cdi-cri")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+# The plugin lists only MIG profiles whose compute instance spans the whole
+# GPU instance (C == G): "1g.10gb", "3g.40gb", "1g.10gb+me"; not "1c.3g.40gb".
+_CONFIG_NAME_RE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_MIG_PROFILE_RE = re.compile(r"^\d+g\.\d+gb(\+[a-z]+)*$")
+
+SETTING_KEYS = {
+    "mig_strategy": str,
+    "fail_on_init_error": bool,
+    "device_list_strategy": list,
+    "device_id_strategy": str,
+    "time_slicing_replicas": int,
+    "time_slicing_rename": bool,
+    "time_slicing_resources": list,
+    "fail_requests_greater_than_one": bool,
+}
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def device_plugin_settings_errors(settings, where="gpu_device_plugin"):
+    """Every problem with one set of settings, as sentences naming the variable and value."""
+    errors = []
+    if not isinstance(settings, dict):
+        return ["%s must be a dict of settings, got %r" % (where, settings)]
+    for key in sorted(settings):
+        if key not in SETTING_KEYS:
+            errors.append("%s: unknown setting %r (known: %s)" % (where, key, ", ".join(sorted(SETTING_KEYS))))
+    value = settings.get("mig_strategy", "none")
+    if value not in MIG_STRATEGIES:
+        errors.append("%s.mig_strategy is %r; use one of %s" % (where, value, ", ".join(MIG_STRATEGIES)))
+    strategies = settings.get("device_list_strategy", ["envvar"])
+    if isinstance(strategies, str):
+        strategies = [strategies]
+    if not isinstance(strategies, list) or not strategies:
+        errors.append("%s.device_list_strategy is %r; give a non-empty list" % (where, strategies))
+    else:
+        bad = [s for s in strategies if s not in DEVICE_LIST_STRATEGIES]
+        if bad:
+            errors.append("%s.device_list_strategy has %s; use %s" % (
+                where, ", ".join(repr(s) for s in bad), ", ".join(DEVICE_LIST_STRATEGIES)))
+    value = settings.get("device_id_strategy", "uuid")
+    if value not in DEVICE_ID_STRATEGIES:
+        errors.append("%s.device_id_strategy is %r; use uuid or index" % (where, value))
+    replicas = settings.get("time_slicing_replicas", 1)
+    if not _is_int(replicas) or replicas < 1:
+        errors.append("%s.time_slicing_replicas is %r; give a whole number, 1 (no sharing) or more" % (
+            where, replicas))
+    for key in ("fail_on_init_error", "time_slicing_rename", "fail_requests_greater_than_one"):
+        if key in settings and not isinstance(settings[key], bool):
+            errors.append("%s.%s is %r; give true or false" % (where, key, settings[key]))
+    resources = settings.get("time_slicing_resources", [GPU_RESOURCE])
+    if not isinstance(resources, list) or not resources or not all(
+            isinstance(r, str) and (r == GPU_RESOURCE or r.startswith("nvidia.com/mig-")) for r in resources):
+        errors.append("%s.time_slicing_resources is %r; give nvidia.com/gpu and/or nvidia.com/mig-<profile> names" % (
+            where, resources))
+    return errors
+
+
+def _normalise(settings):
+    errors = device_plugin_settings_errors(settings)
+    if errors:
+        raise AnsibleFilterError("; ".join(errors))
+    strategies = settings.get("device_list_strategy", ["envvar"])
+    return {
+        "mig_strategy": settings.get("mig_strategy", "none"),
+        "fail_on_init_error": settings.get("fail_on_init_error", True),
+        "device_list_strategy": [strategies] if isinstance(strategies, str) else list(strategies),
+        "device_id_strategy": settings.get("device_id_strategy", "uuid"),
+        "time_slicing_replicas": settings.get("time_slicing_replicas", 1),
+        "time_slicing_rename": settings.get("time_slicing_rename", False),
+        "time_slicing_resources": list(settings.get("time_slicing_resources", [GPU_RESOURCE])),
+        "fail_requests_greater_than_one": settings.get("fail_requests_greater_than_one", False),
+    }
+
+
+def device_plugin_configs_errors(settings, node_configs=None):
+    """Every problem with the role's settings and its per-node configs, each naming its variable."""
+    if not isinstance(node_configs or {}, dict):
+        return ["gpu_device_plugin_node_configs must be a dict of name: settings, got %r" % (node_configs,)]
+    errors = device_plugin_settings_errors(settings or {}, "gpu_device_plugin")
+    for name in sorted(node_configs or {}, key=str):
+        where = "gpu_device_plugin_node_configs[%r]" % (name,)
+        if name == "default" or not isinstance(name, str) or not _CONFIG_NAME_RE.match(name):
+            errors.append("%s: the name must be a label value (letters, digits, '-', '_', '.', at most 63) "
+                          "other than 'default'" % where)
+            continue
+        # The override alone: keys it leaves out take valid defaults, so
+        # only its own settings are reported under its name.
+        errors.extend(device_plugin_settings_errors(node_configs[name], where))
+    return errors
+
+
+def device_plugin_configs(settings, node_configs=None):
+    """The role's settings plus per-node overrides -> {"default": settings, name: settings}."""
+    errors = device_plugin_configs_errors(settings, node_configs)
+    if errors:
+        raise AnsibleFilterError("; ".join(errors))
+    configs = {"default": dict(settings or {})}
+    for name, override in (node_configs or {}).items():
+        merged = dict(configs["default"])
+        merged.update(override)
+        configs[name] = merged
+    return configs
+
+
+def device_plugin_config(settings):
+    """Role settings -> the plugin's ``version: v1`` config as a dict."""
+    options = _normalise(settings)
+    config = {
+        "version": "v1",
+        "flags": {
+            "migStrategy": options["mig_strategy"],
+            "failOnInitError": options["fail_on_init_error"],
+            "plugin": {
+                "deviceListStrategy": options["device_list_strategy"],
+                "deviceIDStrategy": options["device_id_strategy"],
+            },
+        },
+    }
+    if options["time_slicing_replicas"] > 1:
+        config["sharing"] = {
+            "timeSlicing": {
+                "renameByDefault": options["time_slicing_rename"],
+                "failRequestsGreaterThanOne": options["fail_requests_greater_than_one"],
+                "resources": [
+                    {"name": name, "replicas": options["time_slicing_replicas"]}
+                    for name in options["time_slicing_resources"]
+                ],
+            }
+        }
+    return config
+
+
+def device_plugin_needs_sys_admin(configs):
+    """Whether any config needs CAP_SYS_ADMIN: MIG (a strategy other than none) or volume-mounts.
+
+    NVIDIA's chart grants SYS_ADMIN for exactly these; otherwise the plugin
+    runs with every capability dropped.
+    """
+    for settings in (configs or {}).values():
+        options = _normalise(settings)
+        if options["mig_strategy"] != "none" or "volume-mounts" in options["device_list_strategy"]:
+            return True
+    return False
+
+
+def _mig_enabled(gpu):
+    return ((gpu.get("mig") or {}).get("current_mode")) == "enabled"
+
+
+def device_plugin_expected(facts, settings):
+    """What a node with these facts advertises under these settings.
+
+    Returns {"resources": {name: count}, "basis": words, "problem": sentence or None}.
+    """
+    options = _normalise(settings)
+    facts = facts or {}
+    gpus = facts.get("gpus") or []
+    answer = {"resources": {}, "basis": "", "problem": None}
+    if facts.get("state") != "ok":
+        answer["problem"] = "NVIDIA state %s: %s" % (facts.get("state") or "not gathered",
+                                                     facts.get("message") or "no facts")
+        return answer
+    mig_gpus = [gpu for gpu in gpus if _mig_enabled(gpu)]
+    whole = [gpu for gpu in gpus if not _mig_enabled(gpu)]
+    devices = [device for gpu in mig_gpus for device in (gpu.get("mig") or {}).get("devices") or []]
+    unnamed = [device for device in devices if not device.get("profile")]
+    profiles = {}
+    for device in devices:
+        profile = device.get("profile") or ""
+        if _MIG_PROFILE_RE.match(profile):
+            name = "nvidia.com/mig-" + profile.replace("+", ".")
+            profiles[name] = profiles.get(name, 0) + 1
+    strategy = options["mig_strategy"]
+    resources = {}
+    if strategy == "none" or not mig_gpus:
+        resources[GPU_RESOURCE] = len(gpus)
+        basis = "%d GPU%s" % (len(gpus), "" if len(gpus) == 1 else "s")
+    elif strategy == "single":
+        if whole:
+            answer["problem"] = ("MIG strategy single needs every GPU in MIG mode; %d of %d are not" % (
+                len(whole), len(gpus)))
+            return answer
+        if len(profiles) > 1:
+            answer["problem"] = "MIG strategy single needs one MIG profile; the node has %s" % ", ".join(
+                sorted(profiles))
+            return answer
+        resources[GPU_RESOURCE] = len(devices)
+        basis = "%d MIG devices" % len(devices)
+    else:
+        if unnamed:
+            answer["problem"] = ("the facts do not name the profile of %d MIG device(s); gather them with "
+                                 "pynvml or an nvidia-smi that lists MIG devices (-L)" % len(unnamed))
+            return answer
+        if whole:
+            resources[GPU_RESOURCE] = len(whole)
+        resources.update(profiles)
+        basis = ", ".join("%d %s" % (count, name) for name, count in sorted(resources.items()))
+    replicas = options["time_slicing_replicas"]
+    if replicas > 1:
+        shared = {}
+        for name, count in resources.items():
+            if name in options["time_slicing_resources"]:
+                shared[name + ".shared" if options["time_slicing_rename"] else name] = count * replicas
+            else:
+                shared[name] = count
+        resources = shared
+        basis += ", time-slicing x%d" % replicas
+    answer["resources"] = resources
+    answer["basis"] = basis
+    return answer
+
+
+def _quantity(value):
+    if value is None:
+        return 0
+    try:
+        return int(str(value))
+    except ValueError:
+        raise AnsibleFilterError("allocatable quantity %r is not a whole number" % (value,))
+
+
+def device_plugin_check(nodes, hosts, configs, default_config="default"):
+    """Compare what each GPU node advertises with what its hardware should give.
+
+    ``nodes``: Node objects from the API. ``hosts``: [{host, node, facts}] for
+    the GPU hosts. ``configs``: config name -> settings; a node picks its
+    config with the label nvidia.com/device-plugin.config, else
+    ``default_config``. Returns one row per host:
+    {host, node, config, expected, advertised, basis, ok, message}.
+    """
+    by_name = {}
+    for node in nodes or []:
+        name = ((node or {}).get("metadata") or {}).get("name")
+        if name:
+            by_name[name] = node
+    rows = []
+    for entry in hosts or []:
+        row = {"host": entry.get("host"), "node": entry.get("node"), "config": None, "expected": {},
+               "advertised": {}, "basis": "", "ok": False, "message": ""}
+        rows.append(row)
+        node = by_name.get(entry.get("node"))
+        if node is None:
+            row["message"] = "no Node named %s in the cluster (set gpufleet_node_name for host %s)" % (
+                entry.get("node"), entry.get("host"))
+            continue
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        name = labels.get(CONFIG_LABEL) or default_config
+        row["config"] = name
+        if name not in (configs or {}):
+            row["message"] = "the node's label %s=%s names no config (known: %s)" % (
+                CONFIG_LABEL, name, ", ".join(sorted(configs or {})))
+            continue
+        expected = device_plugin_expected(entry.get("facts"), configs[name])
+        row["expected"] = expected["resources"]
+        row["basis"] = expected["basis"]
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        row["advertised"] = dict((key, _quantity(value)) for key, value in allocatable.items()
+                                 if key.startswith("nvidia.com/"))
+        if expected["problem"]:
+            row["message"] = "cannot say what it should advertise: %s" % expected["problem"]
+            continue
+        short = ["%s=%d, its hardware gives %d (%s)" % (resource, row["advertised"].get(resource, 0), count,
+                                                        expected["basis"])
+                 for resource, count in sorted(expected["resources"].items())
+                 if row["advertised"].get(resource, 0) < count]
+        if short:
+            row["message"] = "advertises " + "; ".join(short)
+            continue
+        row["ok"] = True
+        row["message"] = "advertises " + ", ".join(
+            "%s=%d" % (resource, row["advertised"].get(resource, 0)) for resource in sorted(expected["resources"]))
+    return rows
+
+
+def fleet_nodes(hosts, hostvars):
+    """Inventory hosts -> [{host, node, facts}]: the Kubernetes node name is the host's
+    ``gpufleet_node_name`` (else its inventory name), facts its ``ansible_facts['nvidia']``
+    (None when not gathered)."""
+    rows = []
+    for host in hosts or []:
+        variables = hostvars[host] if host in hostvars else {}
+        facts = (variables.get("ansible_facts") or {}).get("nvidia")
+        rows.append({"host": host, "node": variables.get("gpufleet_node_name") or host, "facts": facts})
+    return rows
+
+
+def daemonset_rolled_out(daemonset):
+    """Whether a DaemonSet's latest generation is scheduled and available on every node it targets."""
+    metadata = (daemonset or {}).get("metadata") or {}
+    status = (daemonset or {}).get("status") or {}
+    desired = status.get("desiredNumberScheduled", 0)
+    return (status.get("observedGeneration", 0) >= metadata.get("generation", 1)
+            and status.get("updatedNumberScheduled", 0) == desired
+            and status.get("numberAvailable", 0) == desired
+            and status.get("numberUnavailable", 0) == 0)
+
+
+def daemonset_status_words(status):
+    """A DaemonSet status in words: desired, updated, ready, available."""
+    status = status or {}
+    return "%d desired, %d updated, %d ready, %d available" % tuple(
+        status.get(key, 0) for key in ("desiredNumberScheduled", "updatedNumberScheduled", "numberReady",
+                                       "numberAvailable"))
+
+
+def pods_not_ready(pods):
+    """Pods that are not Ready, each as 'name on node: phase, container states, conditions'."""
+    words = []
+    for pod in pods or []:
+        status = pod.get("status") or {}
+        conditions = dict((c.get("type"), c) for c in status.get("conditions") or [])
+        if (conditions.get("Ready") or {}).get("status") == "True":
+            continue
+        parts = [status.get("phase") or "Unknown"]
+        for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            state = container.get("state") or {}
+            for kind in ("waiting", "terminated"):
+                detail = state.get(kind)
+                if detail:
+                    parts.append("%s %s %s%s" % (container.get("name"), kind, detail.get("reason") or "",
+                                                 (": " + detail["message"]) if detail.get("message") else ""))
+        scheduled = conditions.get("PodScheduled") or {}
+        if scheduled.get("status") == "False":
+            parts.append("unschedulable: %s" % (scheduled.get("message") or scheduled.get("reason")))
+        words.append("%s on %s: %s" % ((pod.get("metadata") or {}).get("name"),
+                                       (pod.get("spec") or {}).get("nodeName") or "no node", ", ".join(parts)))
+    return words
+
+
+class FilterModule(object):
+    """Device plugin filters."""
+
+    def filters(self):
+        return {
+            "device_plugin_configs_errors": device_plugin_configs_errors,
+            "device_plugin_configs": device_plugin_configs,
+            "device_plugin_config": device_plugin_config,
+            "device_plugin_needs_sys_admin": device_plugin_needs_sys_admin,
+            "device_plugin_check": device_plugin_check,
+            "fleet_nodes": fleet_nodes,
+            "daemonset_rolled_out": daemonset_rolled_out,
+            "daemonset_status_words": daemonset_status_words,
+            "pods_not_ready": pods_not_ready,
+        }

@@ -1,0 +1,241 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Device plugin filters: config, capabilities, and what each node should advertise."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.nvidia.plugins.filter import device_plugin as dp
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_smi import fixture
+
+
+def facts_of(reading):
+    answer = inv.query_nvml(readings.RecordedNvml(reading))
+    return inv.summarise(answer, [], True, answer["driver_version"])
+
+
+H100 = facts_of(readings.H100)
+H100_MIG = facts_of(readings.H100_MIG)
+# A100 with four 1g.20gb MIG devices, from nvidia-smi -q -x: the XML does not name the profiles.
+A100_MIG_XML = inv.parse_smi_xml(fixture("telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml"))
+A100_MIG = {"state": "ok", "gpus": A100_MIG_XML["gpus"]}
+
+
+def eight(facts):
+    """Eight copies of a node's single GPU: a DGX-shaped node."""
+    many = copy.deepcopy(facts)
+    many["gpus"] = [dict(copy.deepcopy(facts["gpus"][0]), index=n) for n in range(8)]
+    many["gpu_count"] = 8
+    return many
+
+
+# ---- settings -----------------------------------------------------------------
+
+def test_every_bad_setting_is_named_with_its_value():
+    errors = dp.device_plugin_settings_errors({
+        "mig_strategy": "all", "device_list_strategy": ["envvar", "mounts"], "device_id_strategy": "serial",
+        "time_slicing_replicas": 0, "time_slicing_rename": "yes", "time_slicing_resources": ["gpu"], "spare": 1,
+    }, "gpu_device_plugin")
+    assert errors == [
+        "gpu_device_plugin: unknown setting 'spare' (known: device_id_strategy, device_list_strategy, "
+        "fail_on_init_error, fail_requests_greater_than_one, mig_strategy, time_slicing_rename, "
+        "time_slicing_replicas, time_slicing_resources)",
+        "gpu_device_plugin.mig_strategy is 'all'; use one of none, single, mixed",
+        "gpu_device_plugin.device_list_strategy has 'mounts'; use envvar, volume-mounts, cdi-annotations, cdi-cri",
+        "gpu_device_plugin.device_id_strategy is 'serial'; use uuid or index",
+        "gpu_device_plugin.time_slicing_replicas is 0; give a whole number, 1 (no sharing) or more",
+        "gpu_device_plugin.time_slicing_rename is 'yes'; give true or false",
+        "gpu_device_plugin.time_slicing_resources is ['gpu']; give nvidia.com/gpu and/or nvidia.com/mig-<profile> names",
+    ]
+    assert dp.device_plugin_settings_errors({"time_slicing_replicas": True}, "x") == [
+        "x.time_slicing_replicas is True; give a whole number, 1 (no sharing) or more"]
+    assert dp.device_plugin_settings_errors({}) == []
+
+
+def test_node_configs_are_checked_by_their_own_names():
+    errors = dp.device_plugin_configs_errors({"mig_strategy": "none"}, {
+        "default": {}, "bad name!": {}, "shared": {"time_slicing_replicas": -2}, "mig": {"mig_strategy": "mixed"}})
+    assert errors == [
+        "gpu_device_plugin_node_configs['bad name!']: the name must be a label value (letters, digits, '-', '_', "
+        "'.', at most 63) other than 'default'",
+        "gpu_device_plugin_node_configs['default']: the name must be a label value (letters, digits, '-', '_', "
+        "'.', at most 63) other than 'default'",
+        "gpu_device_plugin_node_configs['shared'].time_slicing_replicas is -2; give a whole number, 1 (no sharing) "
+        "or more",
+    ]
+    assert dp.device_plugin_configs_errors({}, ["mig"]) == [
+        "gpu_device_plugin_node_configs must be a dict of name: settings, got ['mig']"]
+    with pytest.raises(AnsibleFilterError, match="time_slicing_replicas is -2"):
+        dp.device_plugin_configs({}, {"shared": {"time_slicing_replicas": -2}})
+
+
+def test_node_configs_override_the_role_settings():
+    configs = dp.device_plugin_configs({"mig_strategy": "none", "time_slicing_replicas": 1},
+                                       {"shared": {"time_slicing_replicas": 4}, "mig": {"mig_strategy": "mixed"}})
+    assert configs == {
+        "default": {"mig_strategy": "none", "time_slicing_replicas": 1},
+        "shared": {"mig_strategy": "none", "time_slicing_replicas": 4},
+        "mig": {"mig_strategy": "mixed", "time_slicing_replicas": 1},
+    }
+
+
+def test_config_in_nvidia_v1_format():
+    assert dp.device_plugin_config({}) == {
+        "version": "v1",
+        "flags": {"migStrategy": "none", "failOnInitError": True,
+                  "plugin": {"deviceListStrategy": ["envvar"], "deviceIDStrategy": "uuid"}},
+    }
+    shared = dp.device_plugin_config({"device_list_strategy": "cdi-cri", "time_slicing_replicas": 4,
+                                      "time_slicing_rename": True, "fail_requests_greater_than_one": True,
+                                      "time_slicing_resources": ["nvidia.com/gpu", "nvidia.com/mig-1g.10gb"]})
+    assert shared["flags"]["plugin"]["deviceListStrategy"] == ["cdi-cri"]
+    assert shared["sharing"] == {"timeSlicing": {
+        "renameByDefault": True, "failRequestsGreaterThanOne": True,
+        "resources": [{"name": "nvidia.com/gpu", "replicas": 4}, {"name": "nvidia.com/mig-1g.10gb", "replicas": 4}]}}
+
+
+@pytest.mark.parametrize("configs, needed", [
+    ({"default": {}}, False),
+    ({"default": {"device_list_strategy": ["envvar", "cdi-cri"]}}, False),
+    ({"default": {"mig_strategy": "single"}}, True),
+    ({"default": {"device_list_strategy": ["volume-mounts"]}}, True),
+    ({"default": {}, "mig": {"mig_strategy": "mixed"}}, True),
+])
+def test_sys_admin_only_for_mig_or_volume_mounts(configs, needed):
+    assert dp.device_plugin_needs_sys_admin(configs) is needed
+
+
+# ---- expected allocatable ---------------------------------------------------------
+
+@pytest.mark.parametrize("facts, settings, resources", [
+    (H100, {}, {"nvidia.com/gpu": 1}),
+    (eight(H100), {}, {"nvidia.com/gpu": 8}),
+    (eight(H100), {"time_slicing_replicas": 10}, {"nvidia.com/gpu": 80}),
+    (eight(H100), {"time_slicing_replicas": 10, "time_slicing_rename": True}, {"nvidia.com/gpu.shared": 80}),
+    # MIG mode on but strategy none: the GPU is advertised whole.
+    (H100_MIG, {}, {"nvidia.com/gpu": 1}),
+    (H100_MIG, {"mig_strategy": "mixed"},
+     {"nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-2g.20gb": 1, "nvidia.com/mig-1g.10gb": 2}),
+    (H100_MIG, {"mig_strategy": "mixed", "time_slicing_replicas": 2,
+                "time_slicing_resources": ["nvidia.com/mig-1g.10gb"]},
+     {"nvidia.com/mig-3g.40gb": 1, "nvidia.com/mig-2g.20gb": 1, "nvidia.com/mig-1g.10gb": 4}),
+    (A100_MIG, {"mig_strategy": "single"}, {"nvidia.com/gpu": 4}),
+    (H100, {"mig_strategy": "single"}, {"nvidia.com/gpu": 1}),
+])
+def test_expected_resources(facts, settings, resources):
+    expected = dp.device_plugin_expected(facts, settings)
+    assert expected["problem"] is None
+    assert expected["resources"] == resources
+
+
+@pytest.mark.parametrize("facts, settings, problem", [
+    (H100_MIG, {"mig_strategy": "single"},
+     "MIG strategy single needs one MIG profile; the node has nvidia.com/mig-1g.10gb, nvidia.com/mig-2g.20gb, "
+     "nvidia.com/mig-3g.40gb"),
+    (A100_MIG, {"mig_strategy": "mixed"}, "the facts do not name the profile of 4 MIG device(s)"),
+    ({"state": "driver_not_loaded", "message": "no module"}, {}, "NVIDIA state driver_not_loaded: no module"),
+    (None, {}, "NVIDIA state not gathered: no facts"),
+])
+def test_expected_says_when_it_cannot_tell(facts, settings, problem):
+    assert dp.device_plugin_expected(facts, settings)["problem"].startswith(problem)
+
+
+def test_single_refuses_a_node_with_mig_and_whole_gpus():
+    mixed_node = eight(H100)
+    mixed_node["gpus"][0] = copy.deepcopy(H100_MIG["gpus"][0])
+    assert dp.device_plugin_expected(mixed_node, {"mig_strategy": "single"})["problem"] == (
+        "MIG strategy single needs every GPU in MIG mode; 7 of 8 are not")
+    assert dp.device_plugin_expected(mixed_node, {"mig_strategy": "mixed"})["resources"]["nvidia.com/gpu"] == 7
+
+
+# ---- the check against the API's Nodes ------------------------------------------------
+
+def api_node(name, allocatable, labels=None):
+    return {"metadata": {"name": name, "labels": labels or {}},
+            "status": {"allocatable": dict({"cpu": "64", "memory": "1Ti"}, **allocatable)}}
+
+
+def test_check_names_short_nodes_with_both_numbers():
+    hosts = [{"host": "dgx-01.example", "node": "dgx-01", "facts": eight(H100)},
+             {"host": "dgx-02.example", "node": "dgx-02", "facts": eight(H100)},
+             {"host": "mig-01.example", "node": "mig-01", "facts": H100_MIG},
+             {"host": "lost.example", "node": "lost", "facts": H100}]
+    nodes = [api_node("dgx-01", {"nvidia.com/gpu": "8"}),
+             api_node("dgx-02", {"nvidia.com/gpu": "6"}),
+             api_node("mig-01", {"nvidia.com/mig-3g.40gb": "1", "nvidia.com/mig-2g.20gb": "1",
+                                 "nvidia.com/mig-1g.10gb": "2"}, {"nvidia.com/device-plugin.config": "mig"})]
+    configs = {"default": {}, "mig": {"mig_strategy": "mixed"}}
+    rows = dp.device_plugin_check(nodes, hosts, configs)
+    assert [(r["node"], r["ok"], r["config"]) for r in rows] == [
+        ("dgx-01", True, "default"), ("dgx-02", False, "default"), ("mig-01", True, "mig"), ("lost", False, None)]
+    assert rows[0]["message"] == "advertises nvidia.com/gpu=8"
+    assert rows[1]["message"] == "advertises nvidia.com/gpu=6, its hardware gives 8 (8 GPUs)"
+    assert rows[1]["advertised"] == {"nvidia.com/gpu": 6} and rows[1]["expected"] == {"nvidia.com/gpu": 8}
+    assert rows[3]["message"] == "no Node named lost in the cluster (set gpufleet_node_name for host lost.example)"
+
+
+def test_check_reports_an_unknown_config_label_and_a_missing_resource():
+    hosts = [{"host": "a", "node": "a", "facts": H100}, {"host": "b", "node": "b", "facts": H100}]
+    nodes = [api_node("a", {"nvidia.com/gpu": "1"}, {"nvidia.com/device-plugin.config": "fast"}),
+             api_node("b", {})]
+    rows = dp.device_plugin_check(nodes, hosts, {"default": {"time_slicing_replicas": 2}})
+    assert rows[0]["message"] == ("the node's label nvidia.com/device-plugin.config=fast names no config "
+                                  "(known: default)")
+    assert rows[1]["message"] == "advertises nvidia.com/gpu=0, its hardware gives 2 (1 GPU, time-slicing x2)"
+    with pytest.raises(AnsibleFilterError, match="'1.5'"):
+        dp.device_plugin_check([api_node("a", {"nvidia.com/gpu": "1.5"})], hosts[:1], {"default": {}})
+
+
+def test_fleet_nodes_map_hosts_to_node_names_and_facts():
+    hostvars = {"a.example": {"gpufleet_node_name": "a", "ansible_facts": {"nvidia": H100}},
+                "b.example": {"ansible_facts": {}}}
+    assert dp.fleet_nodes(["a.example", "b.example"], hostvars) == [
+        {"host": "a.example", "node": "a", "facts": H100}, {"host": "b.example", "node": "b.example", "facts": None}]
+
+
+# ---- rollout --------------------------------------------------------------------
+
+def daemonset(generation=2, observed=2, desired=3, updated=3, available=3, unavailable=0, ready=3):
+    return {"metadata": {"generation": generation},
+            "status": {"observedGeneration": observed, "desiredNumberScheduled": desired,
+                       "updatedNumberScheduled": updated, "numberAvailable": available,
+                       "numberUnavailable": unavailable, "numberReady": ready}}
+
+
+@pytest.mark.parametrize("ds, done", [
+    (daemonset(), True),
+    (daemonset(observed=1), False),
+    (daemonset(updated=2), False),
+    (daemonset(available=2, unavailable=1), False),
+    (daemonset(desired=0, updated=0, available=0), True),
+    ({}, False),
+])
+def test_rollout(ds, done):
+    assert dp.daemonset_rolled_out(ds) is done
+
+
+def test_status_words_and_pods_not_ready():
+    assert dp.daemonset_status_words(daemonset(updated=2, available=1, ready=1)["status"]) == (
+        "3 desired, 2 updated, 1 ready, 1 available")
+    pods = [
+        {"metadata": {"name": "ok"}, "spec": {"nodeName": "n1"},
+         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}},
+        {"metadata": {"name": "crash"}, "spec": {"nodeName": "n2"},
+         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                    "containerStatuses": [{"name": "nvidia-device-plugin", "state": {"waiting": {
+                        "reason": "CrashLoopBackOff", "message": "back-off 5m0s"}}}]}},
+        {"metadata": {"name": "pending"}, "spec": {},
+         "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                       "message": "0/2 nodes are available"}]}},
+    ]
+    assert dp.pods_not_ready(pods) == [
+        "crash on n2: Running, nvidia-device-plugin waiting CrashLoopBackOff: back-off 5m0s",
+        "pending on no node: Pending, unschedulable: 0/2 nodes are available",
+    ]
