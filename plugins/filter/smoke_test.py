@@ -1,0 +1,422 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind the GPU smoke test: what a pod saw, and whether it should run at all.
+
+Pure functions over Kubernetes Pod objects (as kubernetes.core.k8s_info returns
+them), ``nvidia-smi -L`` text and the nodes' NVIDIA facts, so every verdict the
+role can reach is unit-tested on data alone.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import parse_smi_list
+
+_CUDA_CLAUSE_RE = re.compile(r"(?:^|\s)cuda>=(?P<version>\d+\.\d+)(?:\.\d+)?(?=\s|$)")
+_VERSION_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?:\.\d+)?$")
+# nvidia/cuda tags start with the CUDA version (12.2.2-base-ubuntu22.04);
+# other images name it after "cuda" (cuda-sample:vectoradd-cuda12.5.0).
+_CUDA_TAG_LEADING_RE = re.compile(r"^(?P<version>\d+\.\d+)(?:\.\d+)?-")
+_CUDA_TAG_NAMED_RE = re.compile(r"cuda-?(?P<version>\d+\.\d+)(?:\.\d+)?(?=$|[-_])")
+
+
+def _version_tuple(text):
+    match = _VERSION_RE.match(str(text).strip())
+    if not match:
+        return None
+    return int(match.group("major")), int(match.group("minor"))
+
+
+def nvidia_smi_list(text):
+    """``nvidia-smi -L`` text -> [{index, name, uuid, mig_devices: [{index, profile, uuid}]}]."""
+    if text is None:
+        return []
+    if not isinstance(text, (str, bytes)):
+        raise AnsibleFilterError("nvidia_smi_list expects text, got %s" % type(text).__name__)
+    return parse_smi_list(text)
+
+
+def smi_list_devices(text):
+    """The devices a container was given, from its ``nvidia-smi -L``.
+
+    A MIG device is listed under its parent GPU; the container holds the MIG
+    device, not the whole GPU, so a GPU with MIG devices counts by its MIG
+    devices and a GPU without them counts as itself.
+    """
+    devices = []
+    for gpu in nvidia_smi_list(text):
+        if gpu["mig_devices"]:
+            devices.extend(mig["uuid"] for mig in gpu["mig_devices"] if mig["uuid"])
+        elif gpu["uuid"]:
+            devices.append(gpu["uuid"])
+    return devices
+
+
+def facts_uuids(facts):
+    """Every GPU and MIG device UUID in a host's ``ansible_facts['nvidia']``."""
+    uuids = []
+    for gpu in (facts or {}).get("gpus") or []:
+        if gpu.get("uuid"):
+            uuids.append(gpu["uuid"])
+        for device in ((gpu.get("mig") or {}).get("devices") or []):
+            if device.get("uuid"):
+                uuids.append(device["uuid"])
+    return uuids
+
+
+def image_cuda_version(image):
+    """The CUDA version an image's tag names ('12.2'), or '' when the tag names none."""
+    if not isinstance(image, str) or not image:
+        raise AnsibleFilterError("image_cuda_version expects an image reference, got %r" % (image,))
+    reference = image.split("@", 1)[0]
+    last = reference.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return ""
+    repository, tag = last.split(":", 1)
+    if repository == "cuda":
+        match = _CUDA_TAG_LEADING_RE.match(tag)
+        if match:
+            return match.group("version")
+    match = _CUDA_TAG_NAMED_RE.search(tag)
+    return match.group("version") if match else ""
+
+
+def cuda_requirement(requirement, variable="the CUDA requirement"):
+    """'12.4', 'cuda>=12.4' or a whole NVIDIA_REQUIRE_CUDA value -> '12.4' ('' for none).
+
+    NVIDIA_REQUIRE_CUDA reads like ``cuda>=12.4 brand=tesla,driver>=470,driver<471 ...``:
+    its ``cuda>=`` clause is what the driver must support; the brand clauses
+    are exceptions for forward-compatibility packages and are not relied on here.
+    """
+    if requirement is None:
+        return ""
+    text = str(requirement).strip()
+    if not text:
+        return ""
+    if _version_tuple(text):
+        major, minor = _version_tuple(text)
+        return "%d.%d" % (major, minor)
+    match = _CUDA_CLAUSE_RE.search(text)
+    if not match:
+        raise AnsibleFilterError(
+            "%s is %r, neither a version such as 12.4 nor an NVIDIA_REQUIRE_CUDA value "
+            "with a cuda>= clause" % (variable, requirement))
+    return match.group("version")
+
+
+def stage_cuda_requirement(stage):
+    """A smoke-test stage {image, require_cuda, require_variable} -> the CUDA version it needs ('' for unknown).
+
+    ``require_cuda: auto`` reads the version from the image's tag.
+    """
+    stage = stage or {}
+    requirement = stage.get("require_cuda")
+    if requirement == "auto":
+        return image_cuda_version(stage.get("image"))
+    return cuda_requirement(requirement, stage.get("require_variable") or "the CUDA requirement")
+
+
+def cuda_shortfalls(nodes, requirement, image="the image"):
+    """Nodes whose driver supports an older CUDA than the requirement.
+
+    ``nodes`` maps a node name to its ``ansible_facts['nvidia']``. Returns one
+    sentence per node that cannot run the image, naming both versions; a node
+    whose CUDA version is unknown is named with its NVIDIA state.
+    """
+    required = cuda_requirement(requirement)
+    if not required:
+        return []
+    wanted = _version_tuple(required)
+    problems = []
+    for name in sorted(nodes or {}):
+        facts = nodes[name] or {}
+        have = facts.get("cuda_driver_version")
+        have_tuple = _version_tuple(have) if have else None
+        if have_tuple is None:
+            problems.append("%s: %s needs CUDA %s, the node's CUDA version is unknown (NVIDIA state %s: %s)" % (
+                name, image, required, facts.get("state") or "not gathered", facts.get("message") or "no facts"))
+        elif have_tuple < wanted:
+            problems.append("%s: %s needs CUDA %s, driver %s supports CUDA %s" % (
+                name, image, required, facts.get("driver_version") or "of unknown version", have))
+    return problems
+
+
+def _container_state(pod):
+    statuses = ((pod.get("status") or {}).get("containerStatuses")) or []
+    if not statuses:
+        return {}
+    return statuses[0].get("state") or {}
+
+
+def _describe_state(state):
+    for kind in ("terminated", "waiting", "running"):
+        if kind in state and state[kind] is not None:
+            detail = state[kind] or {}
+            words = [kind]
+            if detail.get("reason"):
+                words.append(detail["reason"])
+            if "exitCode" in detail:
+                words.append("exit code %s" % detail["exitCode"])
+            if kind == "waiting" and detail.get("message"):
+                words.append(detail["message"])
+            return ", ".join(words)
+    return "no container state"
+
+
+def _pod_conditions(pod):
+    words = []
+    for condition in ((pod.get("status") or {}).get("conditions")) or []:
+        if condition.get("status") != "True" and (condition.get("reason") or condition.get("message")):
+            words.append("%s: %s" % (condition.get("type"), condition.get("message") or condition.get("reason")))
+    return words
+
+
+def smoke_verdict(pod, facts, expected_devices=None, log=None, marker=None):
+    """Judge one smoke-test pod.
+
+    ``pod`` is the Pod object (or None when it is gone), ``facts`` the node's
+    ``ansible_facts['nvidia']``; its output is the termination message, else
+    ``log``. Without ``marker`` the output is ``nvidia-smi -L``: the pod
+    passes when it Succeeded, saw at least one GPU, saw only UUIDs the node's
+    facts list, and (when ``expected_devices`` is given) saw that many
+    devices. With ``marker`` (a workload such as vectorAdd) it passes when it
+    Succeeded and its output holds the marker.
+    Returns {ok, phase, state, devices, unknown, output, reason}.
+    """
+    verdict = {"ok": False, "phase": None, "state": None, "devices": [], "unknown": [], "output": "", "reason": ""}
+    if not pod:
+        verdict["reason"] = "the pod is gone (deleted or never created)"
+        return verdict
+    status = pod.get("status") or {}
+    state = _container_state(pod)
+    verdict["phase"] = status.get("phase") or "Unknown"
+    verdict["state"] = _describe_state(state)
+    terminated = state.get("terminated") or {}
+    output = terminated.get("message") or log or ""
+    verdict["output"] = output
+    if verdict["phase"] == "Failed":
+        verdict["reason"] = "the pod failed (%s)%s" % (
+            verdict["state"], ": " + output.strip() if output.strip() else "")
+        if status.get("reason") or status.get("message"):
+            verdict["reason"] += "; %s" % (status.get("message") or status.get("reason"))
+        return verdict
+    if verdict["phase"] != "Succeeded":
+        words = ["the pod did not finish: phase %s, container %s" % (verdict["phase"], verdict["state"])]
+        words.extend(_pod_conditions(pod))
+        verdict["reason"] = "; ".join(words)
+        return verdict
+    if marker:
+        verdict["ok"] = marker in output
+        verdict["reason"] = ("printed %r" % marker) if verdict["ok"] else (
+            "the pod succeeded but did not print %r: %r" % (marker, output.strip()[-300:]))
+        return verdict
+    devices = smi_list_devices(output)
+    verdict["devices"] = devices
+    known = set(facts_uuids(facts))
+    verdict["unknown"] = [uuid for uuid in devices if uuid not in known]
+    if not devices:
+        verdict["reason"] = "the pod succeeded but nvidia-smi -L listed no GPU: %r" % output.strip()[:200]
+    elif not known:
+        verdict["reason"] = "the pod saw %s but the node's facts list no GPU UUID (NVIDIA state %s)" % (
+            ", ".join(devices), (facts or {}).get("state") or "not gathered")
+    elif verdict["unknown"]:
+        verdict["reason"] = "the pod saw %s, which the node's facts do not list (facts: %s)" % (
+            ", ".join(verdict["unknown"]), ", ".join(sorted(known)))
+    elif expected_devices is not None and len(set(devices)) != int(expected_devices):
+        verdict["reason"] = "the pod asked for %d device(s) and saw %d: %s" % (
+            int(expected_devices), len(set(devices)), ", ".join(devices))
+    else:
+        verdict["ok"] = True
+        verdict["reason"] = "saw %s" % ", ".join(devices)
+    return verdict
+
+
+def _node_ready(node):
+    for condition in ((node.get("status") or {}).get("conditions")) or []:
+        if condition.get("type") == "Ready":
+            return condition.get("status") == "True", condition.get("message") or condition.get("reason") or ""
+    return False, "no Ready condition"
+
+
+def _device_count(facts):
+    count = 0
+    for gpu in (facts or {}).get("gpus") or []:
+        mig = gpu.get("mig") or {}
+        if mig.get("current_mode") == "enabled" and mig.get("devices"):
+            count += len(mig["devices"])
+        else:
+            count += 1
+    return count
+
+
+def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",)):
+    """Which pod goes where, and why a node cannot be tested.
+
+    ``fleet``: [{host, node, facts}] (filter fleet_nodes); ``nodes``: Node
+    objects from the API. Returns {"plan": [{host, node, facts, allocatable,
+    request, expected_devices, pods: {stage: pod name}}], "problems": [sentences]}.
+    """
+    by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
+    plan, problems = [], []
+    for entry in fleet or []:
+        node_name, facts = entry.get("node"), entry.get("facts") or {}
+        node = by_name.get(node_name)
+        if facts.get("state") != "ok":
+            problems.append("%s: NVIDIA state %s: %s" % (
+                entry.get("host"), facts.get("state") or "not gathered", facts.get("message") or "no facts"))
+            continue
+        if node is None:
+            problems.append("%s: no Node named %s in the cluster (set gpufleet_node_name)" % (
+                entry.get("host"), node_name))
+            continue
+        ready, why = _node_ready(node)
+        if not ready:
+            problems.append("%s: node %s is not Ready (%s)" % (entry.get("host"), node_name, why))
+            continue
+        allocatable = str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
+        count = int(allocatable) if allocatable.isdigit() else 0
+        if count < 1:
+            problems.append("%s: node %s advertises no %s (allocatable %s); is the device plugin running there?" % (
+                entry.get("host"), node_name, resource, allocatable))
+            continue
+        request = 1 if gpus == "one" else count
+        devices = _device_count(facts)
+        plan.append({
+            "host": entry.get("host"),
+            "node": node_name,
+            "facts": facts,
+            "allocatable": count,
+            "request": request,
+            # Time-sliced replicas of one GPU show the same UUID: count only without sharing.
+            "expected_devices": request if request <= devices else None,
+            "pods": dict((stage, ("gpufleet-smoke-%s-%s" % (stage, node_name))[:253].rstrip("-."))
+                         for stage in stages),
+        })
+    return {"plan": plan, "problems": problems}
+
+
+def event_words(events, limit=5):
+    """Events of one object, newest last, as 'Reason: message' (at most ``limit``)."""
+    def when(event):
+        return str(event.get("lastTimestamp") or event.get("eventTime") or
+                   (event.get("metadata") or {}).get("creationTimestamp") or "")
+    ordered = sorted(events or [], key=when)
+    return ["%s: %s" % (event.get("reason"), (event.get("message") or "").strip()) for event in ordered][-limit:]
+
+
+def _tail(text, lines=10):
+    return "\n".join((text or "").strip().splitlines()[-lines:])
+
+
+def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi", marker=None):
+    """One stage's verdict per planned node.
+
+    ``plan``: the stage's entries (filter smoke_plan); ``pods``: the Pod
+    objects read back; ``logs`` / ``events``: pod name -> log text / Event
+    objects, read for the pods that need them. Returns [{host, node, pod, ok,
+    reason, phase, state, devices, events, log_tail}].
+    """
+    by_name = dict((((pod or {}).get("metadata") or {}).get("name"), pod) for pod in pods or [])
+    logs, events = logs or {}, events or {}
+    rows = []
+    for entry in plan or []:
+        name = entry["pods"][stage]
+        verdict = smoke_verdict(by_name.get(name), entry.get("facts"), entry.get("expected_devices"),
+                                log=logs.get(name), marker=marker)
+        row = {"host": entry.get("host"), "node": entry.get("node"), "pod": name, "stage": stage,
+               "ok": verdict["ok"], "reason": verdict["reason"], "phase": verdict["phase"],
+               "state": verdict["state"], "devices": verdict["devices"],
+               "events": event_words(events.get(name)), "log_tail": _tail(logs.get(name) or verdict["output"])}
+        rows.append(row)
+    return rows
+
+
+def smoke_add_events(verdicts, events):
+    """Add the events read for failed pods (pod name -> Event objects) to a stage's verdicts."""
+    rows = []
+    for verdict in verdicts or []:
+        row = dict(verdict)
+        if (events or {}).get(row.get("pod")):
+            row["events"] = event_words(events[row["pod"]])
+        rows.append(row)
+    return rows
+
+
+def pods_needing_logs(pods):
+    """Names of the pods whose output is not in a termination message: failed, unfinished, or silent."""
+    names = []
+    for pod in pods or []:
+        phase = (pod.get("status") or {}).get("phase")
+        terminated = _container_state(pod).get("terminated") or {}
+        if phase != "Succeeded" or not terminated.get("message"):
+            names.append((pod.get("metadata") or {}).get("name"))
+    return names
+
+
+def smoke_rows(plan, results, stages=("nvidia-smi",)):
+    """Per node: GPUs, driver, CUDA, allocatable and the verdict over every stage that ran.
+
+    ``results``: stage -> rows of smoke_stage_verdicts. A node a stage did
+    not run on (it failed an earlier stage) keeps the earlier verdict.
+    """
+    rows = []
+    for entry in plan or []:
+        facts = entry.get("facts") or {}
+        gpus = facts.get("gpus") or []
+        names = sorted(set(gpu.get("name") or "unknown" for gpu in gpus))
+        row = {"host": entry.get("host"), "node": entry.get("node"),
+               "gpus": "%d x %s" % (len(gpus), ", ".join(names)) if gpus else "0",
+               "driver": facts.get("driver_version"), "cuda": facts.get("cuda_driver_version"),
+               "allocatable": entry.get("allocatable"), "ok": None, "verdict": "not run", "detail": []}
+        for stage in stages:
+            verdict = next((r for r in (results or {}).get(stage) or [] if r.get("node") == entry.get("node")), None)
+            if verdict is None:
+                continue
+            if not verdict["ok"]:
+                row["ok"] = False
+                row["verdict"] = "FAILED %s" % stage
+                detail = "%s: %s" % (stage, verdict["reason"])
+                if verdict.get("events"):
+                    detail += "; events: %s" % " | ".join(verdict["events"])
+                if verdict.get("log_tail") and verdict["log_tail"] not in verdict["reason"]:
+                    detail += "; log: %s" % verdict["log_tail"].replace("\n", " / ")
+                row["detail"].append(detail)
+                break
+            row["ok"] = True
+            row["verdict"] = "passed " + ", ".join(s for s in stages if s in (results or {}))
+            row["detail"].append("%s: %s" % (stage, verdict["reason"]))
+        rows.append(row)
+    return rows
+
+
+def smoke_summary(rows):
+    """Rows of {node, gpus, driver, cuda, allocatable, verdict} -> aligned text lines."""
+    header = ("NODE", "GPUS", "DRIVER", "CUDA", "ALLOCATABLE", "VERDICT")
+    table = [header]
+    for row in rows or []:
+        table.append(tuple(str(row.get(key) if row.get(key) not in (None, "") else "-")
+                           for key in ("node", "gpus", "driver", "cuda", "allocatable", "verdict")))
+    widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths)) + "  " + line[-1]
+            for line in table]
+
+
+class FilterModule(object):
+    """GPU smoke-test filters."""
+
+    def filters(self):
+        return {
+            "nvidia_smi_list": nvidia_smi_list,
+            "cuda_shortfalls": cuda_shortfalls,
+            "stage_cuda_requirement": stage_cuda_requirement,
+            "smoke_plan": smoke_plan,
+            "smoke_stage_verdicts": smoke_stage_verdicts,
+            "smoke_rows": smoke_rows,
+            "smoke_add_events": smoke_add_events,
+            "pods_needing_logs": pods_needing_logs,
+            "smoke_summary": smoke_summary,
+        }

@@ -1,0 +1,290 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Smoke-test filters over real nvidia-smi captures and facts built by the module's own code."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.nvidia.plugins.filter import smoke_test as st
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_smi import list_section
+
+H100_MIG_CAPTURE = "nvgpuexp-capture-linux-h100-mig-driver-590.48.01.txt"
+H200_CAPTURE = "nvgpuexp-capture-linux-h200-driver-590.48.01.txt"
+MIG_UUIDS = ["MIG-0000000%d-0000-0000-0000-00000000000%d" % (n, n) for n in range(4)]
+
+
+def facts_of(reading):
+    """ansible_facts['nvidia'] as nvml_facts builds it from a recorded NVML reading."""
+    answer = inv.query_nvml(readings.RecordedNvml(reading))
+    return inv.summarise(answer, [], True, answer["driver_version"])
+
+
+H100 = facts_of(readings.H100)
+H100_MIG = facts_of(readings.H100_MIG)
+
+
+def pod(phase, message=None, state=None, conditions=None, name="gpufleet-smoke-nvidia-smi-node-a", **status):
+    container_state = state if state is not None else (
+        {"terminated": {"exitCode": 0 if phase == "Succeeded" else 1, "reason": "Completed" if phase == "Succeeded"
+                        else "Error", "message": message}} if phase in ("Succeeded", "Failed") else {})
+    body = {"phase": phase, "containerStatuses": [{"name": "smoke", "state": container_state}]}
+    if conditions:
+        body["conditions"] = conditions
+    body.update(status)
+    return {"metadata": {"name": name}, "status": body}
+
+
+# ---- nvidia-smi -L ----------------------------------------------------------
+
+def test_list_of_the_h100_mig_capture():
+    gpus = st.nvidia_smi_list(list_section(H100_MIG_CAPTURE))
+    assert [(g["index"], g["name"]) for g in gpus] == [(0, "NVIDIA H100 80GB HBM3")]
+    assert [(m["index"], m["profile"], m["uuid"]) for m in gpus[0]["mig_devices"]] == [
+        (0, "3g.40gb", MIG_UUIDS[0]), (1, "2g.20gb", MIG_UUIDS[1]),
+        (2, "1g.10gb", MIG_UUIDS[2]), (3, "1g.10gb", MIG_UUIDS[3])]
+
+
+def test_a_mig_gpu_counts_by_its_mig_devices():
+    assert st.smi_list_devices(list_section(H100_MIG_CAPTURE)) == MIG_UUIDS
+    gpus = st.nvidia_smi_list(list_section(H200_CAPTURE))
+    assert st.smi_list_devices(list_section(H200_CAPTURE)) == [g["uuid"] for g in gpus]
+    assert all(uuid.startswith("GPU-") for uuid in st.smi_list_devices(list_section(H200_CAPTURE)))
+
+
+def test_list_ignores_noise_and_refuses_non_text():
+    assert st.smi_list_devices("No devices found.\n") == []
+    assert st.nvidia_smi_list(None) == []
+    with pytest.raises(AnsibleFilterError):
+        st.nvidia_smi_list(["GPU 0"])
+
+
+def test_facts_uuids_hold_gpus_and_mig_devices():
+    assert st.facts_uuids(H100_MIG) == [H100_MIG["gpus"][0]["uuid"]] + MIG_UUIDS
+    assert st.facts_uuids(None) == []
+
+
+# ---- CUDA requirement ---------------------------------------------------------
+
+@pytest.mark.parametrize("image, version", [
+    ("nvcr.io/nvidia/cuda:12.2.2-base-ubuntu22.04", "12.2"),
+    ("registry.local:5000/mirror/nvidia/cuda:11.8.0-base-ubi8@sha256:" + "a" * 64, "11.8"),
+    ("nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "12.5"),
+    ("nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda11.7.1-ubuntu20.04", "11.7"),
+    ("busybox:1.36", ""),
+    ("registry.local:5000/cuda", ""),
+    ("nvcr.io/nvidia/cuda@sha256:" + "b" * 64, ""),
+])
+def test_image_cuda_version(image, version):
+    assert st.image_cuda_version(image) == version
+
+
+@pytest.mark.parametrize("requirement, version", [
+    ("12.4", "12.4"),
+    ("12.4.1", "12.4"),
+    ("cuda>=12.4", "12.4"),
+    ("cuda>=12.4 brand=tesla,driver>=470,driver<471 brand=unknown,driver>=470,driver<471", "12.4"),
+    ("brand=tesla,driver>=535,driver<536 cuda>=12.2.2", "12.2"),
+    ("", ""),
+    (None, ""),
+])
+def test_cuda_requirement(requirement, version):
+    assert st.cuda_requirement(requirement) == version
+
+
+def test_cuda_requirement_names_the_variable():
+    with pytest.raises(AnsibleFilterError, match="gpu_smoke_test_require_cuda is 'twelve'"):
+        st.cuda_requirement("twelve", "gpu_smoke_test_require_cuda")
+
+
+def test_stage_requirement_auto_reads_the_tag():
+    stage = {"image": "nvcr.io/nvidia/cuda:12.2.2-base-ubuntu22.04", "require_cuda": "auto"}
+    assert st.stage_cuda_requirement(stage) == "12.2"
+    assert st.stage_cuda_requirement(dict(stage, require_cuda="")) == ""
+    assert st.stage_cuda_requirement(dict(stage, require_cuda="cuda>=12.8")) == "12.8"
+
+
+def test_cuda_shortfalls_name_both_versions():
+    old = dict(H100, cuda_driver_version="12.2", driver_version="535.247.01")
+    new = dict(H100, cuda_driver_version="12.10")
+    broken = {"state": "driver_not_loaded", "message": "the driver is not loaded"}
+    problems = st.cuda_shortfalls({"old": old, "new": new, "broken": broken}, "cuda>=12.4 brand=tesla", "img:1")
+    assert problems == [
+        "broken: img:1 needs CUDA 12.4, the node's CUDA version is unknown "
+        "(NVIDIA state driver_not_loaded: the driver is not loaded)",
+        "old: img:1 needs CUDA 12.4, driver 535.247.01 supports CUDA 12.2",
+    ]
+    # 12.10 is newer than 12.9: compared as numbers, not text.
+    assert st.cuda_shortfalls({"new": new}, "12.9") == []
+    assert st.cuda_shortfalls({"old": old}, "") == []
+
+
+# ---- verdicts -----------------------------------------------------------------
+
+def test_a_pod_that_saw_its_mig_device_passes():
+    lines = list_section(H100_MIG_CAPTURE).splitlines()
+    seen = "\n".join([lines[0], lines[3]])  # the parent GPU and the one MIG device the pod got
+    verdict = st.smoke_verdict(pod("Succeeded", seen), H100_MIG, expected_devices=1)
+    assert verdict["ok"], verdict
+    assert verdict["devices"] == [MIG_UUIDS[2]]
+
+
+def test_a_uuid_the_facts_do_not_list_fails_and_is_named():
+    seen = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-deadbeef-0000-0000-0000-000000000000)\n"
+    verdict = st.smoke_verdict(pod("Succeeded", seen), H100)
+    assert not verdict["ok"]
+    assert "GPU-deadbeef-0000-0000-0000-000000000000" in verdict["reason"]
+    assert H100["gpus"][0]["uuid"] in verdict["reason"]
+
+
+def test_device_count_is_checked_when_expected():
+    seen = list_section(H100_MIG_CAPTURE)
+    verdict = st.smoke_verdict(pod("Succeeded", seen), H100_MIG, expected_devices=1)
+    assert not verdict["ok"]
+    assert "asked for 1 device(s) and saw 4" in verdict["reason"]
+    assert st.smoke_verdict(pod("Succeeded", seen), H100_MIG, expected_devices=4)["ok"]
+
+
+def test_empty_output_and_facts_without_gpus_fail():
+    assert "listed no GPU" in st.smoke_verdict(pod("Succeeded", "No devices were found\n"), H100)["reason"]
+    seen = list_section(H200_CAPTURE)
+    verdict = st.smoke_verdict(pod("Succeeded", seen), {"state": "no_gpu", "gpus": []})
+    assert not verdict["ok"] and "NVIDIA state no_gpu" in verdict["reason"]
+
+
+def test_failed_pod_reports_state_and_output():
+    failed = pod("Failed", "/bin/sh: 1: nvidia-smi: not found\n")
+    failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] = 127
+    verdict = st.smoke_verdict(failed, H100)
+    assert not verdict["ok"]
+    assert verdict["reason"] == "the pod failed (terminated, Error, exit code 127): /bin/sh: 1: nvidia-smi: not found"
+
+
+def test_pending_pod_reports_why_it_is_not_scheduled():
+    pending = pod("Pending", state={}, conditions=[{
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/3 nodes are available: 1 Insufficient nvidia.com/gpu."}])
+    verdict = st.smoke_verdict(pending, H100)
+    assert not verdict["ok"]
+    assert "phase Pending" in verdict["reason"]
+    assert "Insufficient nvidia.com/gpu" in verdict["reason"]
+    waiting = pod("Pending", state={"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}})
+    assert "waiting, ImagePullBackOff, Back-off pulling image" in st.smoke_verdict(waiting, H100)["reason"]
+
+
+def test_gone_pod_fails():
+    assert st.smoke_verdict(None, H100) == {
+        "ok": False, "phase": None, "state": None, "devices": [], "unknown": [], "output": "",
+        "reason": "the pod is gone (deleted or never created)"}
+
+
+def test_log_is_the_fallback_and_a_marker_judges_workloads():
+    silent = pod("Succeeded", None)
+    log = "[Vector addition of 50000 elements]\nTest PASSED\nDone\n"
+    assert st.smoke_verdict(silent, H100, log=log, marker="Test PASSED")["ok"]
+    verdict = st.smoke_verdict(silent, H100, log="Test FAILED\n", marker="Test PASSED")
+    assert not verdict["ok"] and "did not print 'Test PASSED'" in verdict["reason"]
+    # nvidia-smi -L from the log when the termination message is empty.
+    verdict = st.smoke_verdict(silent, H100_MIG, expected_devices=4, log=list_section(H100_MIG_CAPTURE))
+    assert verdict["ok"] and verdict["devices"] == MIG_UUIDS
+
+
+# ---- plan, stages, rows ---------------------------------------------------------
+
+def node(name, allocatable=None, ready="True"):
+    return {"metadata": {"name": name},
+            "status": {"allocatable": allocatable or {}, "conditions": [
+                {"type": "Ready", "status": ready, "reason": "KubeletNotReady" if ready != "True" else "KubeletReady",
+                 "message": "container runtime network not ready" if ready != "True" else "kubelet is posting"}]}}
+
+
+def fleet():
+    return [
+        {"host": "h100", "node": "node-a", "facts": H100},
+        {"host": "mig", "node": "node-b", "facts": H100_MIG},
+        {"host": "gone", "node": "node-c", "facts": H100},
+        {"host": "notready", "node": "node-d", "facts": H100},
+        {"host": "noplugin", "node": "node-e", "facts": H100},
+        {"host": "nodriver", "node": "node-f", "facts": {"state": "driver_not_loaded", "message": "not loaded"}},
+    ]
+
+
+NODES = [node("node-a", {"nvidia.com/gpu": "4"}), node("node-b", {"nvidia.com/gpu": "4"}),
+         node("node-d", {"nvidia.com/gpu": "1"}, ready="False"), node("node-e", {"cpu": "8"}),
+         node("node-f", {"nvidia.com/gpu": "1"})]
+
+
+def test_plan_places_one_pod_per_testable_node_and_says_why_not_for_the_others():
+    answer = st.smoke_plan(fleet(), NODES, "nvidia.com/gpu", "one", stages=["nvidia-smi", "vector-add"])
+    assert [(e["host"], e["request"], e["expected_devices"]) for e in answer["plan"]] == [
+        ("h100", 1, 1), ("mig", 1, 1)]
+    assert answer["plan"][0]["pods"] == {"nvidia-smi": "gpufleet-smoke-nvidia-smi-node-a",
+                                         "vector-add": "gpufleet-smoke-vector-add-node-a"}
+    assert answer["problems"] == [
+        "gone: no Node named node-c in the cluster (set gpufleet_node_name)",
+        "notready: node node-d is not Ready (container runtime network not ready)",
+        "noplugin: node node-e advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?",
+        "nodriver: NVIDIA state driver_not_loaded: not loaded",
+    ]
+
+
+def test_plan_all_asks_for_the_allocatable_count():
+    plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "all")["plan"]
+    # node-a: one H100 advertised 4 times (time-slicing): the UUID count is not checked.
+    # node-b: four MIG devices advertised as 4 (single strategy): all four must be seen.
+    assert [(e["request"], e["expected_devices"]) for e in plan] == [(4, None), (4, 4)]
+
+
+def test_stage_verdicts_rows_and_summary():
+    plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one")["plan"]
+    lines = list_section(H100_MIG_CAPTURE).splitlines()
+    good = pod("Succeeded", "\n".join([lines[0], lines[2]]), name="gpufleet-smoke-nvidia-smi-node-b")
+    bad = pod("Pending", state={"waiting": {"reason": "ContainerCreating"}}, name="gpufleet-smoke-nvidia-smi-node-a")
+    events = {"gpufleet-smoke-nvidia-smi-node-a": [
+        {"reason": "FailedCreatePodSandBox", "message": "no runtime for \"nvidia\" is configured",
+         "lastTimestamp": "2026-11-21T10:00:02Z"},
+        {"reason": "Scheduled", "message": "Successfully assigned", "lastTimestamp": "2026-11-21T10:00:00Z"}]}
+    verdicts = st.smoke_stage_verdicts(plan, [good, bad], logs={}, stage="nvidia-smi")
+    verdicts = st.smoke_add_events(verdicts, events)
+    assert [(v["node"], v["ok"]) for v in verdicts] == [("node-a", False), ("node-b", True)]
+    assert verdicts[0]["events"] == ["Scheduled: Successfully assigned",
+                                     "FailedCreatePodSandBox: no runtime for \"nvidia\" is configured"]
+    rows = st.smoke_rows(plan, {"nvidia-smi": verdicts}, ["nvidia-smi"])
+    assert [(r["node"], r["ok"], r["verdict"]) for r in rows] == [
+        ("node-a", False, "FAILED nvidia-smi"), ("node-b", True, "passed nvidia-smi")]
+    assert "no runtime for \"nvidia\" is configured" in rows[0]["detail"][0]
+    assert rows[1]["gpus"] == "1 x NVIDIA H100 80GB HBM3" and rows[1]["allocatable"] == 4
+    text = st.smoke_summary(rows)
+    assert text[0].split() == ["NODE", "GPUS", "DRIVER", "CUDA", "ALLOCATABLE", "VERDICT"]
+    assert text[2].startswith("node-b") and text[2].endswith("passed nvidia-smi")
+    assert len(set(line.index("VERDICT") if "VERDICT" in line else len(line) - len("passed nvidia-smi")
+                   for line in text[:1] + text[2:])) == 1  # aligned columns
+
+
+def test_a_node_failing_the_first_stage_is_not_judged_by_the_second():
+    plan = st.smoke_plan(fleet()[:1], NODES, "nvidia.com/gpu", "one", stages=["nvidia-smi", "vector-add"])["plan"]
+    first = [{"node": "node-a", "ok": False, "reason": "the pod failed", "events": [], "log_tail": ""}]
+    rows = st.smoke_rows(plan, {"nvidia-smi": first, "vector-add": []}, ["nvidia-smi", "vector-add"])
+    assert rows[0]["verdict"] == "FAILED nvidia-smi"
+    passed = [dict(first[0], ok=True, reason="saw GPU-x")]
+    second = [{"node": "node-a", "ok": False, "reason": "did not print", "events": [], "log_tail": "Test FAILED"}]
+    rows = st.smoke_rows(plan, {"nvidia-smi": passed, "vector-add": second}, ["nvidia-smi", "vector-add"])
+    assert rows[0]["verdict"] == "FAILED vector-add"
+    assert rows[0]["detail"][-1] == "vector-add: did not print; log: Test FAILED"
+
+
+def test_pods_needing_logs():
+    pods = [pod("Succeeded", "GPU 0: x (UUID: GPU-1)", name="a"), pod("Succeeded", None, name="b"),
+            pod("Failed", "boom", name="c"), pod("Pending", state={}, name="d")]
+    assert st.pods_needing_logs(pods) == ["b", "c", "d"]
+
+
+def test_event_words_keep_the_newest():
+    events = [{"reason": "R%d" % n, "message": "m", "lastTimestamp": "2026-11-21T10:00:%02dZ" % n} for n in range(9)]
+    assert st.event_words(copy.deepcopy(events)[::-1], limit=3) == ["R6: m", "R7: m", "R8: m"]
