@@ -1,0 +1,215 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every manifest the cluster roles render, over every option that changes it.
+
+The roles' own templates are rendered by Ansible's templating engine with the
+roles' defaults and vars, then validated offline and strictly against the
+upstream schemas of each supported Kubernetes minor (kubernetes-validate), and
+checked for what the roles promise (no privileged pod, no hostPath in smoke
+pods, SYS_ADMIN only where the plugin needs it, ...).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+from ansible_collections.gpufleet.nvidia.plugins.filter import device_plugin as dp
+
+COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+ROLES = os.path.join(COLLECTION, "roles")
+KUBERNETES = ["1.29.0", "1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
+
+
+def render(role, template, **overrides):
+    loader = DataLoader()
+    variables = {"groups": {}}
+    for part in ("defaults", "vars"):
+        variables.update(loader.load_from_file(os.path.join(ROLES, role, part, "main.yml"), trusted_as_template=True))
+    variables.update(overrides)
+    with open(os.path.join(ROLES, role, "templates", template)) as handle:
+        text = Templar(loader=loader, variables=variables).template(trust_as_template(handle.read()))
+    return [doc for doc in yaml.safe_load_all(text) if doc]
+
+
+DEVICE_PLUGIN_CASES = {
+    "defaults": {},
+    "mig-single": {"gpu_device_plugin_mig_strategy": "single"},
+    "mig-mixed-volume-mounts": {"gpu_device_plugin_mig_strategy": "mixed",
+                                "gpu_device_plugin_device_list_strategy": ["volume-mounts"]},
+    "cdi": {"gpu_device_plugin_device_list_strategy": ["cdi-cri", "envvar"], "gpu_device_plugin_device_id_strategy": "index"},
+    "time-slicing": {"gpu_device_plugin_time_slicing_replicas": 4, "gpu_device_plugin_time_slicing_rename": True,
+                     "gpu_device_plugin_fail_requests_greater_than_one": True,
+                     "gpu_device_plugin_fail_on_init_error": False},
+    "per-node-configs": {"gpu_device_plugin_node_configs": {
+        "shared": {"time_slicing_replicas": 4}, "mig-mixed": {"mig_strategy": "mixed"}}},
+    "bare": {"gpu_device_plugin_create_namespace": False, "gpu_device_plugin_runtime_class": "",
+             "gpu_device_plugin_pod_runtime_class": "", "gpu_device_plugin_priority_class": "",
+             "gpu_device_plugin_node_selector": {}, "gpu_device_plugin_tolerations": []},
+    "air-gapped": {"gpu_device_plugin_registry": "registry.example.internal:5000/nvidia",
+                   "gpu_device_plugin_image_digest": "sha256:" + "0123456789abcdef" * 4,
+                   "gpu_device_plugin_image_pull_secrets": ["mirror-pull", "backup-pull"],
+                   "gpu_device_plugin_resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
+                                                   "limits": {"memory": "128Mi"}}},
+    "per-node-cdi-secrets": {"gpu_device_plugin_node_configs": {"cdi": {"device_list_strategy": ["cdi-cri"]}},
+                             "gpu_device_plugin_image_pull_secrets": ["mirror-pull"],
+                             "gpu_device_plugin_namespace": "gpu-operator-resources"},
+}
+
+
+def by_kind(docs):
+    return dict((doc["kind"], doc) for doc in docs)
+
+
+def containers(pod_spec):
+    return pod_spec.get("initContainers", []) + pod_spec["containers"]
+
+
+@pytest.mark.parametrize("version", KUBERNETES)
+@pytest.mark.parametrize("case", sorted(DEVICE_PLUGIN_CASES))
+def test_device_plugin_manifests_validate(case, version):
+    docs = render("gpu_device_plugin", "manifests.yaml.j2", **DEVICE_PLUGIN_CASES[case])
+    assert docs
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("case", sorted(DEVICE_PLUGIN_CASES))
+def test_device_plugin_manifests_do_what_the_role_promises(case):
+    overrides = DEVICE_PLUGIN_CASES[case]
+    settings = dict((key[len("gpu_device_plugin_"):], value) for key, value in overrides.items()
+                    if key[len("gpu_device_plugin_"):] in dp.SETTING_KEYS)
+    configs = dp.device_plugin_configs(settings, overrides.get("gpu_device_plugin_node_configs", {}))
+    docs = render("gpu_device_plugin", "manifests.yaml.j2", **overrides)
+    kinds = by_kind(docs)
+    ds = kinds["DaemonSet"]
+    spec = ds["spec"]["template"]["spec"]
+    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert ("Namespace" in kinds) is overrides.get("gpu_device_plugin_create_namespace", True)
+    assert ("RuntimeClass" in kinds) is (overrides.get("gpu_device_plugin_runtime_class", "nvidia") != "")
+    if "RuntimeClass" in kinds:
+        assert kinds["RuntimeClass"]["handler"] == "nvidia"
+    assert spec["nodeSelector"] == overrides.get("gpu_device_plugin_node_selector", {"nvidia.com/gpu.present": "true"})
+    assert spec["tolerations"] == overrides.get("gpu_device_plugin_tolerations", [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+    assert spec.get("priorityClassName", "") == overrides.get("gpu_device_plugin_priority_class",
+                                                              "system-node-critical")
+    assert spec.get("runtimeClassName", "") == overrides.get("gpu_device_plugin_pod_runtime_class", "nvidia")
+    image = spec["containers"][0]["image"]
+    assert image.startswith(overrides.get("gpu_device_plugin_registry", "nvcr.io/nvidia") + "/k8s-device-plugin:v")
+    if "gpu_device_plugin_image_digest" in overrides:
+        assert image.endswith(":v0.20.1@" + overrides["gpu_device_plugin_image_digest"])
+    assert [s["name"] for s in spec.get("imagePullSecrets", [])] == overrides.get(
+        "gpu_device_plugin_image_pull_secrets", [])
+    # Never privileged; SYS_ADMIN exactly when MIG or volume-mounts need it; every capability dropped.
+    sys_admin = dp.device_plugin_needs_sys_admin(configs)
+    for container in containers(spec):
+        security = container["securityContext"]
+        assert "privileged" not in security and security["allowPrivilegeEscalation"] is False
+        assert security["capabilities"]["drop"] == ["ALL"]
+        assert security["capabilities"].get("add", []) == (["SYS_ADMIN"] if sys_admin else [])
+        assert container["image"] == image
+    # The only host path is the kubelet's device-plugin socket dir (and the CDI spec dir for CDI).
+    host_paths = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
+    cdi = any(s.startswith("cdi-") for c in configs.values() for s in c.get("device_list_strategy", []))
+    assert host_paths == sorted(["/var/lib/kubelet/device-plugins"] + (["/var/run/cdi"] if cdi else []))
+    # The ConfigMap holds exactly the configs, in NVIDIA's v1 format.
+    data = kinds["ConfigMap"]["data"]
+    per_node = len(configs) > 1
+    if per_node:
+        assert sorted(data) == sorted(configs)
+        for name, text in data.items():
+            assert yaml.safe_load(text) == dp.device_plugin_config(configs[name])
+        assert [c["name"] for c in spec["initContainers"]] == ["config-manager-init"]
+        assert [c["name"] for c in spec["containers"]] == ["nvidia-device-plugin", "config-manager"]
+        assert spec["serviceAccountName"] == kinds["ServiceAccount"]["metadata"]["name"]
+        assert spec["shareProcessNamespace"] is True
+        assert kinds["ClusterRole"]["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                                                  "verbs": ["get", "list", "watch"]}]
+        assert kinds["ClusterRoleBinding"]["subjects"][0]["namespace"] == ds["metadata"]["namespace"]
+    else:
+        assert list(data) == ["config.yaml"]
+        assert yaml.safe_load(data["config.yaml"]) == dp.device_plugin_config(configs["default"])
+        assert "ServiceAccount" not in kinds and "ClusterRole" not in kinds
+        assert spec["automountServiceAccountToken"] is False
+    env = dict((e["name"], e.get("value")) for e in spec["containers"][0]["env"])
+    assert env["CONFIG_FILE"] == "/config/config.yaml"
+    assert ("NVIDIA_MIG_MONITOR_DEVICES" in env) is any(c.get("mig_strategy", "none") != "none"
+                                                        for c in configs.values())
+
+
+def test_a_config_change_rolls_the_daemonset():
+    def checksum(**overrides):
+        ds = by_kind(render("gpu_device_plugin", "manifests.yaml.j2", **overrides))["DaemonSet"]
+        return ds["spec"]["template"]["metadata"]["annotations"]["gpufleet.nvidia/config-sha1"]
+    assert checksum() == checksum(gpu_device_plugin_priority_class="")
+    assert checksum() != checksum(gpu_device_plugin_time_slicing_replicas=2)
+    assert checksum() != checksum(gpu_device_plugin_node_configs={"shared": {"time_slicing_replicas": 2}})
+
+
+PLAN = [
+    {"host": "gpu-01.example", "node": "gpu-01", "request": 1,
+     "pods": {"nvidia-smi": "gpufleet-smoke-nvidia-smi-gpu-01", "vector-add": "gpufleet-smoke-vector-add-gpu-01"}},
+    {"host": "gpu-02.example", "node": "gpu-02", "request": 4,
+     "pods": {"nvidia-smi": "gpufleet-smoke-nvidia-smi-gpu-02", "vector-add": "gpufleet-smoke-vector-add-gpu-02"}},
+]
+SMOKE_CASES = {
+    "nvidia-smi": {"__gpu_smoke_test_stage_name": "nvidia-smi"},
+    "vector-add": {"__gpu_smoke_test_stage_name": "vector-add", "gpu_smoke_test_vector_add": True},
+    "bare-mig-secrets": {"__gpu_smoke_test_stage_name": "nvidia-smi", "gpu_smoke_test_runtime_class": "",
+                         "gpu_smoke_test_resource": "nvidia.com/mig-1g.10gb", "gpu_smoke_test_tolerations": [],
+                         "gpu_smoke_test_image_pull_secrets": ["mirror-pull"],
+                         "gpu_smoke_test_image": "registry.example.internal/cuda:12.2.2-base-ubuntu22.04"},
+}
+
+
+def smoke_pods(case):
+    return render("gpu_smoke_test", "pods.yaml.j2", __gpu_smoke_test_stage_plan=copy.deepcopy(PLAN),
+                  __gpu_smoke_test_run="20261121070000-42", **SMOKE_CASES[case])
+
+
+@pytest.mark.parametrize("version", KUBERNETES)
+@pytest.mark.parametrize("case", sorted(SMOKE_CASES))
+def test_smoke_pods_validate(case, version):
+    for doc in smoke_pods(case):
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("case", sorted(SMOKE_CASES))
+def test_smoke_pods_do_what_the_role_promises(case):
+    overrides = SMOKE_CASES[case]
+    stage = overrides["__gpu_smoke_test_stage_name"]
+    pods = smoke_pods(case)
+    assert [p["metadata"]["name"] for p in pods] == [entry["pods"][stage] for entry in PLAN]
+    resource = overrides.get("gpu_smoke_test_resource", "nvidia.com/gpu")
+    for entry, pod in zip(PLAN, pods):
+        spec = pod["spec"]
+        assert pod["metadata"]["labels"]["gpufleet.nvidia/run"] == "20261121070000-42"
+        assert pod["metadata"]["labels"]["gpufleet.nvidia/stage"] == stage
+        terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [entry["node"]]}]}]
+        assert spec.get("runtimeClassName", "") == overrides.get("gpu_smoke_test_runtime_class", "nvidia")
+        assert spec["restartPolicy"] == "Never" and spec["activeDeadlineSeconds"] == 300
+        assert spec["automountServiceAccountToken"] is False
+        # No privileged mode, no hostPath, no volumes at all: the runtime brings the GPU.
+        assert "volumes" not in spec and "hostNetwork" not in spec and "hostPID" not in spec
+        (container,) = spec["containers"]
+        assert "privileged" not in container["securityContext"]
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert container["resources"]["limits"] == {resource: entry["request"]}
+        assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
+        # The rolling upgrade tests a cordoned node.
+        assert {"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
+                "effect": "NoSchedule"} in spec["tolerations"]
+        if stage == "nvidia-smi":
+            assert "nvidia-smi -L >/dev/termination-log" in container["command"][-1]
+        else:
+            assert "command" not in container
+            assert container["image"] == "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
