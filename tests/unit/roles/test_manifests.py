@@ -213,3 +213,34 @@ def test_smoke_pods_do_what_the_role_promises(case):
         else:
             assert "command" not in container
             assert container["image"] == "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0"
+
+
+# Top-level flags of NVIDIA's chart that become environment variables of the
+# plugin and would override the config files (and so every per-node config).
+CHART_FLAG_VALUES = ("migStrategy", "failOnInitError", "deviceListStrategy", "deviceIDStrategy",
+                     "compatWithCPUManager", "nvidiaDriverRoot")
+
+
+@pytest.mark.parametrize("case", sorted(DEVICE_PLUGIN_CASES))
+def test_helm_values_carry_the_same_settings_as_the_manifests(case):
+    overrides = DEVICE_PLUGIN_CASES[case]
+    values = render("gpu_device_plugin", "helm-values.yaml.j2", gpu_device_plugin_method="helm", **overrides)
+    (values,) = values
+    ds = by_kind(render("gpu_device_plugin", "manifests.yaml.j2", **overrides))["DaemonSet"]
+    spec = ds["spec"]["template"]["spec"]
+    configs = by_kind(render("gpu_device_plugin", "manifests.yaml.j2", **overrides))["ConfigMap"]["data"]
+    assert not set(CHART_FLAG_VALUES) & set(values)
+    # The same config files; a single config is the chart's "default" entry.
+    assert values["config"]["default"] == "default"
+    chart_configs = dict((name, yaml.safe_load(text)) for name, text in values["config"]["map"].items())
+    ours = dict((("default" if name == "config.yaml" else name), yaml.safe_load(text)) for name, text in configs.items())
+    assert chart_configs == ours
+    assert values["securityContext"] == spec["containers"][0]["securityContext"]
+    assert "%s:%s" % (values["image"]["repository"], values["image"]["tag"]) == spec["containers"][0]["image"]
+    assert values["nodeSelector"] == spec["nodeSelector"]
+    assert values["tolerations"] == spec["tolerations"]
+    assert values["affinity"] == {}
+    assert values["priorityClassName"] == spec.get("priorityClassName")
+    assert values["runtimeClassName"] == spec.get("runtimeClassName")
+    assert values["imagePullSecrets"] == spec.get("imagePullSecrets", [])
+    assert values["resources"] == spec["containers"][0].get("resources", {})
