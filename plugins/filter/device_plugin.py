@@ -45,11 +45,31 @@ def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+_TRUE = ("true", "yes", "on", "1")
+_FALSE = ("false", "no", "off", "0")
+
+
+def _coerce(settings):
+    """Settings given as strings (``-e name=4``, ``-e name=false``) as the numbers and booleans they spell."""
+    if not isinstance(settings, dict):
+        return settings
+    coerced = dict(settings)
+    value = coerced.get("time_slicing_replicas")
+    if isinstance(value, str) and value.strip().isdigit():
+        coerced["time_slicing_replicas"] = int(value.strip())
+    for key in ("fail_on_init_error", "time_slicing_rename", "fail_requests_greater_than_one"):
+        value = coerced.get(key)
+        if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+            coerced[key] = value.strip().lower() in _TRUE
+    return coerced
+
+
 def device_plugin_settings_errors(settings, where="gpu_device_plugin"):
     """Every problem with one set of settings, as sentences naming the variable and value."""
     errors = []
     if not isinstance(settings, dict):
         return ["%s must be a dict of settings, got %r" % (where, settings)]
+    settings = _coerce(settings)
     for key in sorted(settings):
         if key not in SETTING_KEYS:
             errors.append("%s: unknown setting %r (known: %s)" % (where, key, ", ".join(sorted(SETTING_KEYS))))
@@ -88,6 +108,7 @@ def _normalise(settings):
     errors = device_plugin_settings_errors(settings)
     if errors:
         raise AnsibleFilterError("; ".join(errors))
+    settings = _coerce(settings)
     strategies = settings.get("device_list_strategy", ["envvar"])
     return {
         "mig_strategy": settings.get("mig_strategy", "none"),
@@ -273,7 +294,8 @@ def device_plugin_check(nodes, hosts, configs, default_config="default"):
                 entry.get("node"), entry.get("host"))
             continue
         labels = (node.get("metadata") or {}).get("labels") or {}
-        name = labels.get(CONFIG_LABEL) or default_config
+        # With one config the plugin runs without the config manager and ignores the label.
+        name = (labels.get(CONFIG_LABEL) if len(configs or {}) > 1 else None) or default_config
         row["config"] = name
         if name not in (configs or {}):
             row["message"] = "the node's label %s=%s names no config (known: %s)" % (
@@ -311,6 +333,51 @@ def fleet_nodes(hosts, hostvars):
         facts = (variables.get("ansible_facts") or {}).get("nvidia")
         rows.append({"host": host, "node": variables.get("gpufleet_node_name") or host, "facts": facts})
     return rows
+
+
+def device_plugin_others(daemonsets, method="manifests", namespace="nvidia-device-plugin"):
+    """DaemonSets running an NVIDIA device plugin that this role does not manage, as 'namespace/name (image)'.
+
+    Two plugins on a node fight over the kubelet socket ``nvidia-gpu.sock``.
+    The role's own DaemonSet is the one in ``namespace`` labelled
+    ``app.kubernetes.io/managed-by: gpufleet.nvidia`` (manifests) or from the
+    Helm release ``nvidia-device-plugin`` (helm); one left by the other method
+    is named too, so a switch of method starts from a clean namespace.
+    """
+    others = []
+    for daemonset in daemonsets or []:
+        metadata = daemonset.get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        pod_spec = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
+        images = [c.get("image") or "" for c in (pod_spec.get("containers") or [])]
+        plugin_images = [image for image in images if "k8s-device-plugin" in image]
+        if not plugin_images:
+            continue
+        ours = metadata.get("namespace") == namespace and (
+            labels.get("app.kubernetes.io/managed-by") == "gpufleet.nvidia" if method == "manifests"
+            else labels.get("app.kubernetes.io/instance") == "nvidia-device-plugin"
+            and labels.get("app.kubernetes.io/managed-by") == "Helm")
+        if not ours:
+            others.append("%s/%s (%s)" % (metadata.get("namespace"), metadata.get("name"), plugin_images[0]))
+    return others
+
+
+def drain_leftovers(pods):
+    """Pods still running on a drained node that a drain should have evicted, as 'namespace/name'.
+
+    DaemonSet pods, static (mirror) pods and finished pods stay by design.
+    """
+    left = []
+    for pod in pods or []:
+        metadata = pod.get("metadata") or {}
+        if ((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed"):
+            continue
+        if "kubernetes.io/config.mirror" in (metadata.get("annotations") or {}):
+            continue
+        if any(owner.get("kind") == "DaemonSet" for owner in metadata.get("ownerReferences") or []):
+            continue
+        left.append("%s/%s" % (metadata.get("namespace"), metadata.get("name")))
+    return left
 
 
 def daemonset_rolled_out(daemonset):
@@ -367,6 +434,8 @@ class FilterModule(object):
             "device_plugin_needs_sys_admin": device_plugin_needs_sys_admin,
             "device_plugin_check": device_plugin_check,
             "fleet_nodes": fleet_nodes,
+            "drain_leftovers": drain_leftovers,
+            "device_plugin_others": device_plugin_others,
             "daemonset_rolled_out": daemonset_rolled_out,
             "daemonset_status_words": daemonset_status_words,
             "pods_not_ready": pods_not_ready,

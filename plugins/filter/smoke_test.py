@@ -16,6 +16,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import parse_smi_list
 
+# Bytes of a termination message the kubelet keeps (the end of it).
+TERMINATION_MESSAGE_KEPT = 4000
 _CUDA_CLAUSE_RE = re.compile(r"(?:^|\s)cuda>=(?P<version>\d+\.\d+)(?:\.\d+)?(?=\s|$)")
 _VERSION_RE = re.compile(r"^(?P<major>\d+)\.(?P<minor>\d+)(?:\.\d+)?$")
 # nvidia/cuda tags start with the CUDA version (12.2.2-base-ubuntu22.04);
@@ -196,7 +198,10 @@ def smoke_verdict(pod, facts, expected_devices=None, log=None, marker=None):
     verdict["phase"] = status.get("phase") or "Unknown"
     verdict["state"] = _describe_state(state)
     terminated = state.get("terminated") or {}
-    output = terminated.get("message") or log or ""
+    message = terminated.get("message") or ""
+    # The kubelet keeps the last 4096 bytes of a termination message: a long
+    # one (many MIG devices) is read from the log when there is one.
+    output = (log if log and len(message) >= TERMINATION_MESSAGE_KEPT else message or log) or ""
     verdict["output"] = output
     if verdict["phase"] == "Failed":
         verdict["reason"] = "the pod failed (%s)%s" % (
@@ -352,7 +357,8 @@ def pods_needing_logs(pods):
     for pod in pods or []:
         phase = (pod.get("status") or {}).get("phase")
         terminated = _container_state(pod).get("terminated") or {}
-        if phase != "Succeeded" or not terminated.get("message"):
+        message = terminated.get("message") or ""
+        if phase != "Succeeded" or not message or len(message) >= TERMINATION_MESSAGE_KEPT:
             names.append((pod.get("metadata") or {}).get("name"))
     return names
 

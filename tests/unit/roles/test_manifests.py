@@ -96,6 +96,7 @@ def test_device_plugin_manifests_do_what_the_role_promises(case):
     assert ("RuntimeClass" in kinds) is (overrides.get("gpu_device_plugin_runtime_class", "nvidia") != "")
     if "RuntimeClass" in kinds:
         assert kinds["RuntimeClass"]["handler"] == "nvidia"
+        assert "scheduling" not in kinds["RuntimeClass"]  # opt-in: the RuntimeClass may be shared
     assert spec["nodeSelector"] == overrides.get("gpu_device_plugin_node_selector", {"nvidia.com/gpu.present": "true"})
     assert spec["tolerations"] == overrides.get("gpu_device_plugin_tolerations", [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
@@ -119,7 +120,15 @@ def test_device_plugin_manifests_do_what_the_role_promises(case):
     # The only host path is the kubelet's device-plugin socket dir (and the CDI spec dir for CDI).
     host_paths = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
     cdi = any(s.startswith("cdi-") for c in configs.values() for s in c.get("device_list_strategy", []))
-    assert host_paths == sorted(["/var/lib/kubelet/device-plugins"] + (["/var/run/cdi"] if cdi else []))
+    assert host_paths == sorted(["/var/lib/kubelet/device-plugins"] + (["/var/run/cdi", "/"] if cdi else []))
+    if cdi:
+        (mount,) = [m for m in spec["containers"][0]["volumeMounts"] if m["name"] == "driver-root"]
+        assert mount["readOnly"] is True
+    assert ds["spec"]["selector"]["matchLabels"] == {"app.kubernetes.io/name": "nvidia-device-plugin",
+                                                     "app.kubernetes.io/managed-by": "gpufleet.nvidia"}
+    assert ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] == "10%"
+    if "Namespace" in kinds:
+        assert kinds["Namespace"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
     # The ConfigMap holds exactly the configs, in NVIDIA's v1 format.
     data = kinds["ConfigMap"]["data"]
     per_node = len(configs) > 1
@@ -202,6 +211,7 @@ def test_smoke_pods_do_what_the_role_promises(case):
         assert "volumes" not in spec and "hostNetwork" not in spec and "hostPID" not in spec
         (container,) = spec["containers"]
         assert "privileged" not in container["securityContext"]
+        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
         assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert container["resources"]["limits"] == {resource: entry["request"]}
         assert container["terminationMessagePolicy"] == "FallbackToLogsOnError"
@@ -218,7 +228,7 @@ def test_smoke_pods_do_what_the_role_promises(case):
 # Top-level flags of NVIDIA's chart that become environment variables of the
 # plugin and would override the config files (and so every per-node config).
 CHART_FLAG_VALUES = ("migStrategy", "failOnInitError", "deviceListStrategy", "deviceIDStrategy",
-                     "compatWithCPUManager", "nvidiaDriverRoot")
+                     "compatWithCPUManager")
 
 
 @pytest.mark.parametrize("case", sorted(DEVICE_PLUGIN_CASES))
@@ -244,3 +254,5 @@ def test_helm_values_carry_the_same_settings_as_the_manifests(case):
     assert values["runtimeClassName"] == spec.get("runtimeClassName")
     assert values["imagePullSecrets"] == spec.get("imagePullSecrets", [])
     assert values["resources"] == spec["containers"][0].get("resources", {})
+    driver_root = [v["hostPath"]["path"] for v in spec["volumes"] if v["name"] == "driver-root"]
+    assert values.get("nvidiaDriverRoot") == (driver_root[0] if driver_root else None)

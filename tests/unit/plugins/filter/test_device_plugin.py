@@ -41,7 +41,7 @@ def eight(facts):
 def test_every_bad_setting_is_named_with_its_value():
     errors = dp.device_plugin_settings_errors({
         "mig_strategy": "all", "device_list_strategy": ["envvar", "mounts"], "device_id_strategy": "serial",
-        "time_slicing_replicas": 0, "time_slicing_rename": "yes", "time_slicing_resources": ["gpu"], "spare": 1,
+        "time_slicing_replicas": 0, "time_slicing_rename": "sometimes", "time_slicing_resources": ["gpu"], "spare": 1,
     }, "gpu_device_plugin")
     assert errors == [
         "gpu_device_plugin: unknown setting 'spare' (known: device_id_strategy, device_list_strategy, "
@@ -51,7 +51,7 @@ def test_every_bad_setting_is_named_with_its_value():
         "gpu_device_plugin.device_list_strategy has 'mounts'; use envvar, volume-mounts, cdi-annotations, cdi-cri",
         "gpu_device_plugin.device_id_strategy is 'serial'; use uuid or index",
         "gpu_device_plugin.time_slicing_replicas is 0; give a whole number, 1 (no sharing) or more",
-        "gpu_device_plugin.time_slicing_rename is 'yes'; give true or false",
+        "gpu_device_plugin.time_slicing_rename is 'sometimes'; give true or false",
         "gpu_device_plugin.time_slicing_resources is ['gpu']; give nvidia.com/gpu and/or nvidia.com/mig-<profile> names",
     ]
     assert dp.device_plugin_settings_errors({"time_slicing_replicas": True}, "x") == [
@@ -185,9 +185,9 @@ def test_check_reports_an_unknown_config_label_and_a_missing_resource():
     hosts = [{"host": "a", "node": "a", "facts": H100}, {"host": "b", "node": "b", "facts": H100}]
     nodes = [api_node("a", {"nvidia.com/gpu": "1"}, {"nvidia.com/device-plugin.config": "fast"}),
              api_node("b", {})]
-    rows = dp.device_plugin_check(nodes, hosts, {"default": {"time_slicing_replicas": 2}})
+    rows = dp.device_plugin_check(nodes, hosts, {"default": {"time_slicing_replicas": 2}, "slow": {}})
     assert rows[0]["message"] == ("the node's label nvidia.com/device-plugin.config=fast names no config "
-                                  "(known: default)")
+                                  "(known: default, slow)")
     assert rows[1]["message"] == "advertises nvidia.com/gpu=0, its hardware gives 2 (1 GPU, time-slicing x2)"
     with pytest.raises(AnsibleFilterError, match="'1.5'"):
         dp.device_plugin_check([api_node("a", {"nvidia.com/gpu": "1.5"})], hosts[:1], {"default": {}})
@@ -239,3 +239,60 @@ def test_status_words_and_pods_not_ready():
         "crash on n2: Running, nvidia-device-plugin waiting CrashLoopBackOff: back-off 5m0s",
         "pending on no node: Pending, unschedulable: 0/2 nodes are available",
     ]
+
+
+def test_extra_vars_strings_count_as_what_they_spell():
+    # -e gpu_device_plugin_time_slicing_replicas=4 -e gpu_device_plugin_fail_on_init_error=false
+    settings = {"time_slicing_replicas": "4", "fail_on_init_error": "false", "time_slicing_rename": "yes"}
+    assert dp.device_plugin_settings_errors(settings) == []
+    config = dp.device_plugin_config(settings)
+    assert config["flags"]["failOnInitError"] is False
+    assert config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert config["sharing"]["timeSlicing"]["renameByDefault"] is True
+    assert dp.device_plugin_settings_errors({"time_slicing_replicas": "four", "fail_on_init_error": "maybe"}, "x") == [
+        "x.time_slicing_replicas is 'four'; give a whole number, 1 (no sharing) or more",
+        "x.fail_on_init_error is 'maybe'; give true or false"]
+
+
+def test_a_config_label_is_ignored_without_per_node_configs():
+    hosts = [{"host": "a", "node": "a", "facts": H100}]
+    nodes = [api_node("a", {"nvidia.com/gpu": "1"}, {"nvidia.com/device-plugin.config": "left-over"})]
+    (row,) = dp.device_plugin_check(nodes, hosts, {"default": {}})
+    assert row["ok"] and row["config"] == "default"
+
+
+def plugin_daemonset(namespace, name, image, **labels):
+    return {"metadata": {"namespace": namespace, "name": name, "labels": labels},
+            "spec": {"template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+def test_other_device_plugins_are_named():
+    ours = plugin_daemonset("nvidia-device-plugin", "nvidia-device-plugin", "nvcr.io/nvidia/k8s-device-plugin:v0.20.1",
+                            **{"app.kubernetes.io/managed-by": "gpufleet.nvidia"})
+    chart = plugin_daemonset("nvidia-device-plugin", "nvidia-device-plugin", "nvcr.io/nvidia/k8s-device-plugin:v0.17.1",
+                             **{"app.kubernetes.io/managed-by": "Helm",
+                                "app.kubernetes.io/instance": "nvidia-device-plugin"})
+    operator = plugin_daemonset("gpu-operator", "nvidia-device-plugin-daemonset",
+                                "nvcr.io/nvidia/k8s-device-plugin:v0.17.0-ubi9")
+    unrelated = plugin_daemonset("kube-system", "kube-proxy", "registry.k8s.io/kube-proxy:v1.31.0")
+    everything = [ours, chart, operator, unrelated]
+    assert dp.device_plugin_others(everything, "manifests", "nvidia-device-plugin") == [
+        "nvidia-device-plugin/nvidia-device-plugin (nvcr.io/nvidia/k8s-device-plugin:v0.17.1)",
+        "gpu-operator/nvidia-device-plugin-daemonset (nvcr.io/nvidia/k8s-device-plugin:v0.17.0-ubi9)"]
+    assert dp.device_plugin_others(everything, "helm", "nvidia-device-plugin") == [
+        "nvidia-device-plugin/nvidia-device-plugin (nvcr.io/nvidia/k8s-device-plugin:v0.20.1)",
+        "gpu-operator/nvidia-device-plugin-daemonset (nvcr.io/nvidia/k8s-device-plugin:v0.17.0-ubi9)"]
+    assert dp.device_plugin_others([ours, unrelated]) == []
+
+
+def test_drain_leftovers_are_only_pods_a_drain_should_evict():
+    def p(name, phase="Running", owner=None, mirror=False):
+        metadata = {"namespace": "ns", "name": name}
+        if owner:
+            metadata["ownerReferences"] = [{"kind": owner, "name": "x"}]
+        if mirror:
+            metadata["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+        return {"metadata": metadata, "status": {"phase": phase}}
+    pods = [p("plugin", owner="DaemonSet"), p("kube-proxy", mirror=True), p("done", phase="Succeeded"),
+            p("training", owner="ReplicaSet"), p("bare")]
+    assert dp.drain_leftovers(pods) == ["ns/training", "ns/bare"]

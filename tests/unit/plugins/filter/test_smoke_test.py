@@ -288,3 +288,23 @@ def test_pods_needing_logs():
 def test_event_words_keep_the_newest():
     events = [{"reason": "R%d" % n, "message": "m", "lastTimestamp": "2026-11-21T10:00:%02dZ" % n} for n in range(9)]
     assert st.event_words(copy.deepcopy(events)[::-1], limit=3) == ["R6: m", "R7: m", "R8: m"]
+
+
+def test_a_termination_message_the_kubelet_cut_is_read_from_the_log():
+    # 8 GPUs x 7 MIG devices: more than the 4096 bytes the kubelet keeps of a termination message.
+    lines = []
+    for gpu in range(8):
+        lines.append("GPU %d: NVIDIA H100 80GB HBM3 (UUID: GPU-%08d-0000-0000-0000-000000000000)" % (gpu, gpu))
+        lines.extend("  MIG 1g.10gb     Device  %d: (UUID: MIG-%04d%04d-0000-0000-0000-000000000000)" % (n, gpu, n)
+                     for n in range(7))
+    full = "\n".join(lines) + "\n"
+    assert len(full) > 4096
+    kept = full[-4096:]
+    cut = pod("Succeeded", kept)
+    assert st.pods_needing_logs([cut]) == [cut["metadata"]["name"]]
+    facts = {"state": "ok", "gpus": [
+        {"uuid": "GPU-%08d-0000-0000-0000-000000000000" % gpu, "mig": {"current_mode": "enabled", "devices": [
+            {"uuid": "MIG-%04d%04d-0000-0000-0000-000000000000" % (gpu, n)} for n in range(7)]}} for gpu in range(8)]}
+    assert not st.smoke_verdict(cut, facts, expected_devices=56)["ok"]
+    verdict = st.smoke_verdict(cut, facts, expected_devices=56, log=full)
+    assert verdict["ok"] and len(verdict["devices"]) == 56
