@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Install the system packages `make demo` and `make test` need, from Debian's
+# archive, when any is missing: podman and runc (systemd containers),
+# mmdebstrap (the Debian images), gnupg and apt-utils (the signed local
+# mirror), shellcheck, chromium and tesseract-ocr (the fleet report's
+# screenshot test, with a font to render it). Needs root, or sudo.
+set -euo pipefail
+
+packages=(podman runc mmdebstrap apt-utils gnupg shellcheck make git chromium fonts-liberation tesseract-ocr)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "Missing packages: ${missing[*]}; run as root or install sudo." >&2; exit 1; }
+    sudo=(sudo)
+fi
+echo "Installing from Debian's archive: ${missing[*]}"
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
