@@ -1,6 +1,7 @@
-# gpufleet.nvidia: one entry point for set-up and tests.
-#   make test   lint, sanity, unit tests and molecule scenarios (sets up what it needs)
-#   make setup  only the set-up: venv, collections, podman config, test images
+# gpufleet.nvidia: one entry point for the demo, set-up and tests.
+#   make demo   site.yml against two local Debian containers, then the fleet report
+#   make test   lint, sanity, unit tests, the built collection, molecule scenarios
+#   make setup  only the set-up: system packages, venv, collections, podman config, images, mirrors
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -20,14 +21,19 @@ export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
-.PHONY: help setup venv collections podman images mirrors test lint sanity units molecule bench bench-driver clean
+.PHONY: help setup system venv collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule bench bench-driver bench-scale clean
 
 help:
-	@echo "make test    run everything CI runs: lint, sanity, units, molecule"
-	@echo "make setup   create .venv (Python 3.12), collections, podman config, Debian 12/13 images"
-	@echo "make lint | sanity | units | molecule [SCENARIOS=nvml_facts] | bench | bench-driver"
+	@echo "make demo    converge two local Debian containers with site.yml and write the fleet report"
+	@echo "make test    run everything CI runs: lint, sanity, units, the built collection, molecule"
+	@echo "make setup   system packages, .venv (Python 3.12), collections, podman config, Debian 12/13 images"
+	@echo "make lint | docs | sanity | units | package | molecule [SCENARIOS=nvml_facts]"
+	@echo "make bench | bench-driver | bench-scale | demo-clean"
 
-setup: venv collections podman images mirrors
+setup: system venv collections podman images mirrors
+
+system:
+	scripts/system-deps.sh
 
 venv: $(VENV)/.installed
 
@@ -55,11 +61,37 @@ mirrors:
 			--out $(GPUFLEET_MIRRORS)/$$list --key-name "gpufleet stand-in $$list"; \
 	done
 
-test: setup
-	$(MAKE) lint sanity units molecule
+demo: setup
+	demo/run.sh
 
-lint: venv collections
+demo-clean:
+	podman rm -f gpufleet-demo-1 gpufleet-demo-2
+	rm -rf demo-output
+
+test: setup
+	$(MAKE) lint sanity units package molecule
+
+lint: venv collections docs-check playbooks-check
 	ansible-lint --profile production --offline
+
+# The README's role variable tables come from the roles' argument_specs.
+docs: venv
+	$(VENV)/bin/python scripts/role-docs.py --write README.md
+
+docs-check: venv
+	$(VENV)/bin/python scripts/role-docs.py --check README.md
+
+# The example inventory parses and every playbook passes a syntax check with it.
+playbooks-check: venv collections
+	ansible-inventory -i inventories/example --list > /dev/null
+	@for playbook in playbooks/*.yml; do \
+		ansible-playbook -i inventories/example --syntax-check $$playbook || exit 1; \
+	done
+
+# Build the collection, install the tarball into an empty path and run
+# gpufleet.nvidia.facts from there against a test container.
+package: venv collections images
+	scripts/package-test.sh
 
 sanity: venv
 	scripts/ansible-test.sh sanity
@@ -78,6 +110,9 @@ bench: venv
 
 bench-driver: venv collections images
 	$(VENV)/bin/python benchmarks/gpu_driver_converge.py
+
+bench-scale: setup
+	$(VENV)/bin/python benchmarks/site_scale.py
 
 clean:
 	rm -rf .build tests/output
