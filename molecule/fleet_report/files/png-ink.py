@@ -36,7 +36,7 @@ def pixels(path):
         elif kind == b"IDAT":
             idat += body
         pos += 12 + length
-    width, height, depth, colour_type, _, _, interlace = header
+    width, height, depth, colour_type, dummy, dummy, interlace = header
     channels = {0: 1, 2: 3, 4: 2, 6: 4}.get(colour_type)
     if depth != 8 or channels is None or interlace:
         raise SystemExit("unsupported PNG: depth %d, colour type %d, interlace %d" % (depth, colour_type, interlace))
