@@ -73,6 +73,7 @@ test: setup
 
 lint: venv collections docs-check playbooks-check
 	ansible-lint --profile production --offline
+	antsibull-changelog lint
 
 # The README's role variable tables come from the roles' argument_specs.
 docs: venv

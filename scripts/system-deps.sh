@@ -6,7 +6,7 @@
 # screenshot test, with a font to render it). Needs root, or sudo.
 set -euo pipefail
 
-packages=(podman runc mmdebstrap apt-utils gnupg shellcheck make git chromium fonts-liberation tesseract-ocr)
+packages=(podman runc mmdebstrap apt-utils gnupg shellcheck make git openssh-client chromium fonts-liberation fonts-dejavu-core tesseract-ocr)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
