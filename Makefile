@@ -65,7 +65,7 @@ demo: setup
 	demo/run.sh
 
 demo-clean:
-	podman rm -f gpufleet-demo-1 gpufleet-demo-2
+	podman rm -f --ignore gpufleet-demo-1 gpufleet-demo-2
 	rm -rf demo-output
 
 test: setup

@@ -26,6 +26,7 @@ for node in "${!nodes[@]}"; do
         case "$state" in running|degraded) break ;; esac
         sleep 1
     done
+    case "$state" in running|degraded) ;; *) echo "$node: systemd did not come up ($state)" >&2; exit 1 ;; esac
     echo "$node: Debian ${nodes[$node]}, systemd $state"
 done
 
@@ -52,7 +53,7 @@ Fleet report: $out/fleet-report.html (and fleet-report.md)
 What was real here:
   - Debian's NVIDIA driver packages from non-free, installed, pinned and held
     by gpu_driver (535 on Debian 12, 550 on Debian 13); nouveau blacklisted.
-  - nvml_facts reading them with Debian's real nvidia-smi / python3-pynvml.
+  - nvml_facts reading them through Debian's real nvidia-smi.
   - Debian's containerd, given the nvidia runtime through a drop-in by
     gpu_container_toolkit (check: podman exec gpufleet-demo-1 containerd config dump).
   - systemd and kubeadm's kubelet unit layout; gpu_kubelet's drop-in, restart

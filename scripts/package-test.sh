@@ -21,10 +21,11 @@ listing=$(tar -tzf "$tarball")
 for needed in MANIFEST.json FILES.json README.md meta/runtime.yml meta/execution-environment.yml \
               playbooks/site.yml playbooks/facts.yml playbooks/report.yml playbooks/upgrade_driver.yml \
               plugins/modules/nvml_facts.py roles/gpu_driver/meta/argument_specs.yml CHANGELOG.rst \
-              requirements.txt; do
+              requirements.txt playbooks/templates/fleet-report.html.j2 playbooks/templates/fleet-report.md.j2 \
+              inventories/example/hosts.yml; do
     grep -qx "$needed" <<<"$listing" || { echo "the tarball lacks $needed" >&2; exit 1; }
 done
-if grep -E '^(\.venv|\.collections|\.cache|\.ci|demo|benchmarks|scripts|tests/output)/' <<<"$listing"; then
+if grep -E '^(\.venv|\.collections|\.ci|demo|demo-output|fleet-report|benchmarks|scripts|tests/output)/|(^|/)\.(cache|pytest_cache)/' <<<"$listing"; then
     echo "the tarball holds development files (above)" >&2; exit 1
 fi
 
