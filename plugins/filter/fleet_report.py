@@ -15,17 +15,10 @@ import re
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import LABEL_PREFIX, node_labels
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import STATES
 
-# Report order of the states: working nodes first, then the ones to look at.
-STATE_ORDER = (
-    "ok",
-    "no_gpu",
-    "driver_not_installed",
-    "driver_not_loaded",
-    "driver_mismatch",
-    "error",
-    "unreachable",
-)
+# Report order of the states: nvml_facts' own (working nodes first), then hosts it could not reach.
+STATE_ORDER = STATES + ("unreachable",)
 # How bad a state is, for the colour of its badge.
 SEVERITY = {
     "ok": "ok",
