@@ -1,13 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, gpufleet.nvidia contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filter: NVIDIA facts (gpufleet.nvidia.nvml_facts) to Kubernetes node labels."""
+"""Filters: NVIDIA facts (gpufleet.nvidia.nvml_facts) to Kubernetes node labels, and which nodes get them."""
 
 from __future__ import annotations
 
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 LABEL_PREFIX = "nvidia.com/"
 _LABEL_VALUE_MAX = 63
@@ -118,6 +119,71 @@ def node_labels(facts):
     return result
 
 
+NOT_GATHERED = ("no NVIDIA facts from this run (outside --limit, unreachable, or gpufleet.nvidia.nvml_facts "
+                "failed or did not run on it)")
+
+
+def _plan_row(row):
+    """(labels, None) for a host to label, or (None, reason) for one to leave alone."""
+    host = row.get("host")
+    facts = row.get("facts")
+    if facts is None:
+        return None, NOT_GATHERED
+    if not isinstance(facts, dict) or "state" not in facts or "gpus" not in facts:
+        return None, ("ansible_facts['nvidia'] is not what gpufleet.nvidia.nvml_facts returns (%s)"
+                      % ("keys: " + ", ".join(sorted(str(k) for k in facts)) if isinstance(facts, dict)
+                         else type(facts).__name__))
+    if facts["state"] != "ok":
+        message = facts.get("message")
+        return None, "NVIDIA state is %s%s" % (facts["state"], ": %s" % message if message else "")
+    extra = row.get("node_labels")
+    if extra is None:
+        extra = {}
+    if not isinstance(extra, dict):
+        return None, "gpu_kubelet_node_labels of %s is a %s, not a mapping of label to value" % (
+            host, type(extra).__name__)
+    try:
+        gpu_labels = boolean(row.get("gpu_labels", True), strict=True)
+    except TypeError:
+        return None, "gpu_kubelet_gpu_labels of %s is %r, not a boolean" % (host, row.get("gpu_labels"))
+    try:
+        labels = dict(node_labels(facts)) if gpu_labels else {}
+    except AnsibleFilterError as err:
+        return None, str(err)
+    labels.update(extra)
+    if not labels:
+        return None, ("no labels to set: %s and gpu_kubelet_node_labels is empty"
+                      % ("no GPU answered" if gpu_labels else "gpu_kubelet_gpu_labels is false"))
+    return labels, None
+
+
+def node_label_plan(hosts):
+    """Split GPU hosts into those whose Node gets its kubelet's labels and those left alone, with why.
+
+    ``hosts`` has one dict per GPU host: ``host`` (inventory name), ``node`` (Kubernetes node name),
+    ``facts`` (``ansible_facts['nvidia']`` when gpufleet.nvidia.nvml_facts ran on the host in this
+    run, else None), ``gpu_labels`` (gpu_kubelet_gpu_labels) and ``node_labels``
+    (gpu_kubelet_node_labels). A host is labelled only when its facts say ``state: ok``; the labels
+    are the ones gpu_kubelet gives kubelet: node_labels of the facts, then the user's on top.
+    One host's missing or broken facts never stop the others.
+    """
+    if not isinstance(hosts, list):
+        raise AnsibleFilterError("node_label_plan expects a list of hosts (dicts with host, node, facts, "
+                                 "gpu_labels, node_labels), got %s: %r" % (type(hosts).__name__, hosts))
+    plan = {"label": [], "skip": []}
+    for row in hosts:
+        if not isinstance(row, dict) or not row.get("host"):
+            raise AnsibleFilterError("node_label_plan expects each host as a dict with at least 'host', got %r"
+                                     % (row,))
+        node = row.get("node") or row["host"]
+        labels, reason = _plan_row(row)
+        if reason:
+            plan["skip"].append({"host": row["host"], "node": node, "reason": reason})
+        else:
+            plan["label"].append({"host": row["host"], "node": node, "labels": labels})
+    return plan
+
+
 class FilterModule(object):
     def filters(self):
-        return {"node_labels": node_labels}
+        return {"node_labels": node_labels, "node_label_plan": node_label_plan}

@@ -1,0 +1,123 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""node_label_plan: which GPU hosts site.yml labels, over facts built by nvml_facts' own code."""
+
+from __future__ import annotations
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import (
+    NOT_GATHERED, FilterModule, node_label_plan, node_labels)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_nvml import H100_PCI
+
+
+def nvml_facts(reading):
+    return inv.summarise(inv.query_nvml(readings.RecordedNvml(reading)), [], driver_installed=True, module_version=None)
+
+
+def row(host, facts, **extra):
+    return dict({"host": host, "node": host, "facts": facts, "gpu_labels": True, "node_labels": {}}, **extra)
+
+
+def by_host(plan):
+    return ({entry["host"]: entry for entry in plan["label"]}, {entry["host"]: entry for entry in plan["skip"]})
+
+
+def test_host_without_facts_is_skipped_and_the_others_labelled():
+    # site.yml used to run node_labels on every host in gpu_nodes: a host outside --limit has no
+    # ansible_facts['nvidia'] (it passed {}), node_labels raised, and no node got its labels.
+    with pytest.raises(AnsibleFilterError):
+        node_labels({})
+    plan = node_label_plan([row("gpu-a", nvml_facts(readings.H100)), row("gpu-b", None)])
+    label, skip = by_host(plan)
+    assert list(label) == ["gpu-a"]
+    assert label["gpu-a"]["labels"] == node_labels(nvml_facts(readings.H100))
+    assert skip == {"gpu-b": {"host": "gpu-b", "node": "gpu-b", "reason": NOT_GATHERED}}
+    assert "--limit" in NOT_GATHERED
+
+
+@pytest.mark.parametrize("reading,pci,state", [
+    (readings.NO_DEVICES, [], "no_gpu"),
+    (readings.DRIVER_NOT_LOADED_HOST, [H100_PCI], "driver_not_loaded"),
+    (readings.MISMATCH_HOST, [H100_PCI], "driver_mismatch"),
+    (readings.GPU_LOST, [], "error"),
+])
+def test_host_in_another_state_is_skipped_with_its_state_and_message(reading, pci, state):
+    facts = inv.summarise(inv.query_nvml(readings.RecordedNvml(reading)), pci, driver_installed=True,
+                          module_version=None)
+    assert facts["state"] == state
+    _, skip = by_host(node_label_plan([row("gpu-a", facts, node_labels={"pool": "training"})]))
+    assert skip["gpu-a"]["reason"].startswith("NVIDIA state is %s" % state)
+    if facts.get("message"):
+        assert facts["message"] in skip["gpu-a"]["reason"]
+
+
+def test_labels_are_what_gpu_kubelet_gives_kubelet_user_labels_win():
+    facts = nvml_facts(readings.H100)
+    extra = {"pool": "training", "nvidia.com/gpu.product": "renamed"}
+    label, skip = by_host(node_label_plan([row("gpu-a", facts, node="gpu-a.example", node_labels=extra)]))
+    assert not skip
+    expected = dict(node_labels(facts))
+    expected.update(extra)
+    assert label["gpu-a"] == {"host": "gpu-a", "node": "gpu-a.example", "labels": expected}
+
+
+def test_gpu_labels_off_keeps_only_the_users():
+    label, _ = by_host(node_label_plan([row("gpu-a", nvml_facts(readings.H100), gpu_labels="false",
+                                            node_labels={"pool": "training"})]))
+    assert label["gpu-a"]["labels"] == {"pool": "training"}
+
+
+def test_nothing_to_set_is_a_reason_not_an_empty_patch():
+    _, skip = by_host(node_label_plan([row("gpu-a", nvml_facts(readings.H100), gpu_labels=False)]))
+    assert skip["gpu-a"]["reason"] == ("no labels to set: gpu_kubelet_gpu_labels is false and "
+                                       "gpu_kubelet_node_labels is empty")
+
+
+@pytest.mark.parametrize("facts,words", [
+    ({}, "is not what gpufleet.nvidia.nvml_facts returns (keys: )"),
+    ({"state": "ok"}, "(keys: state)"),
+    ("ok", "(str)"),
+])
+def test_facts_that_are_not_nvml_facts_output_skip_that_host_only(facts, words):
+    plan = node_label_plan([row("gpu-a", facts), row("gpu-b", nvml_facts(readings.H100))])
+    label, skip = by_host(plan)
+    assert list(label) == ["gpu-b"]
+    assert words in skip["gpu-a"]["reason"]
+
+
+@pytest.mark.parametrize("extra,words", [
+    ({"node_labels": ["pool=training"]}, "gpu_kubelet_node_labels of gpu-a is a list"),
+    ({"gpu_labels": "maybe"}, "gpu_kubelet_gpu_labels of gpu-a is 'maybe'"),
+])
+def test_bad_variables_of_one_host_skip_that_host_only(extra, words):
+    plan = node_label_plan([row("gpu-a", nvml_facts(readings.H100), **extra), row("gpu-b", nvml_facts(readings.H100))])
+    label, skip = by_host(plan)
+    assert list(label) == ["gpu-b"]
+    assert words in skip["gpu-a"]["reason"]
+
+
+def test_node_defaults_to_the_host_and_order_is_kept():
+    hosts = [{"host": name, "facts": nvml_facts(readings.H100)} for name in ("gpu-c", "gpu-a", "gpu-b")]
+    plan = node_label_plan(hosts)
+    assert [(entry["host"], entry["node"]) for entry in plan["label"]] == [
+        ("gpu-c", "gpu-c"), ("gpu-a", "gpu-a"), ("gpu-b", "gpu-b")]
+    assert node_label_plan([]) == {"label": [], "skip": []}
+
+
+@pytest.mark.parametrize("value,words", [
+    ({"host": "gpu-a"}, "expects a list of hosts"),
+    (["gpu-a"], "each host as a dict"),
+    ([{"facts": None}], "each host as a dict"),
+])
+def test_wrong_input_names_what_it_got(value, words):
+    with pytest.raises(AnsibleFilterError) as caught:
+        node_label_plan(value)
+    assert words in str(caught.value)
+
+
+def test_filter_is_registered():
+    assert FilterModule().filters()["node_label_plan"] is node_label_plan
