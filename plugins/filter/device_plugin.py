@@ -335,22 +335,68 @@ def fleet_nodes(hosts, hostvars):
     return rows
 
 
+# NVIDIA's k8s-device-plugin image holds four programs (deployments/container/Dockerfile):
+# nvidia-device-plugin, its ENTRYPOINT, and gpu-feature-discovery, mps-control-daemon and
+# config-manager, which NVIDIA's chart and the GPU Operator start with a command of their own.
+# Only the first registers with the kubelet, through its device-plugins folder.
+PLUGIN_PROGRAM = "nvidia-device-plugin"
+PLUGIN_IMAGE_NAME = "k8s-device-plugin"
+OTHER_PROGRAMS = ("gpu-feature-discovery", "mps-control-daemon", "config-manager")
+KUBELET_DEVICE_PLUGINS = "/var/lib/kubelet/device-plugins"
+_SHELLS = ("sh", "bash", "ash", "dash", "busybox")
+_SCRIPT_WORD_RE = re.compile(r"[^\s;&|()`'\"]+")
+
+
+def _program_names(container):
+    """The programs a container runs, by base name: its command, the image's ENTRYPOINT without one,
+    or the words of a ``sh -c`` script."""
+    command = [str(part) for part in container.get("command") or []]
+    if not command:
+        # Without a command the image's ENTRYPOINT runs (args are its arguments).
+        return [PLUGIN_PROGRAM] if PLUGIN_IMAGE_NAME in (container.get("image") or "") else []
+    argv = command + [str(part) for part in container.get("args") or []]
+    program = argv[0].rsplit("/", 1)[-1]
+    if program in _SHELLS and "-c" in argv[1:]:
+        script = " ".join(argv[argv.index("-c", 1) + 1:][:1])
+        return [word.rsplit("/", 1)[-1] for word in _SCRIPT_WORD_RE.findall(script)]
+    return [program]
+
+
+def runs_device_plugin(container):
+    """Whether a container runs NVIDIA's device plugin (not gpu-feature-discovery, the MPS
+    control daemon or the config manager from the same image).
+
+    Decided by what it runs; a wrapper the API does not show (the GPU Operator's
+    ``sh -c /bin/entrypoint.sh`` from a ConfigMap) counts when it is NVIDIA's image
+    and mounts the kubelet's device-plugins folder, where a device plugin registers.
+    """
+    programs = _program_names(container or {})
+    if PLUGIN_PROGRAM in programs:
+        return True
+    if set(programs) & set(OTHER_PROGRAMS):
+        return False
+    mounts = [str(m.get("mountPath") or "").rstrip("/") for m in (container or {}).get("volumeMounts") or []]
+    return PLUGIN_IMAGE_NAME in ((container or {}).get("image") or "") and KUBELET_DEVICE_PLUGINS in mounts
+
+
 def device_plugin_others(daemonsets, method="manifests", namespace="nvidia-device-plugin"):
     """DaemonSets running an NVIDIA device plugin that this role does not manage, as 'namespace/name (image)'.
 
     Two plugins on a node fight over the kubelet socket ``nvidia-gpu.sock``.
-    The role's own DaemonSet is the one in ``namespace`` labelled
-    ``app.kubernetes.io/managed-by: gpufleet.nvidia`` (manifests) or from the
-    Helm release ``nvidia-device-plugin`` (helm); one left by the other method
-    is named too, so a switch of method starts from a clean namespace.
+    A DaemonSet counts when one of its containers runs the plugin
+    (``runs_device_plugin``): gpu-feature-discovery and the MPS control daemon
+    share the plugin's image but register nothing. The role's own DaemonSet is
+    the one in ``namespace`` labelled ``app.kubernetes.io/managed-by:
+    gpufleet.nvidia`` (manifests) or from the Helm release
+    ``nvidia-device-plugin`` (helm); one left by the other method is named
+    too, so a switch of method starts from a clean namespace.
     """
     others = []
     for daemonset in daemonsets or []:
         metadata = daemonset.get("metadata") or {}
         labels = metadata.get("labels") or {}
         pod_spec = ((daemonset.get("spec") or {}).get("template") or {}).get("spec") or {}
-        images = [c.get("image") or "" for c in (pod_spec.get("containers") or [])]
-        plugin_images = [image for image in images if "k8s-device-plugin" in image]
+        plugin_images = [c.get("image") or "" for c in (pod_spec.get("containers") or []) if runs_device_plugin(c)]
         if not plugin_images:
             continue
         ours = metadata.get("namespace") == namespace and (

@@ -285,6 +285,96 @@ def test_other_device_plugins_are_named():
     assert dp.device_plugin_others([ours, unrelated]) == []
 
 
+# DaemonSets as NVIDIA's chart (templates/daemonset-*.yml of NVIDIA/k8s-device-plugin v0.17-v0.20), its static
+# manifest and the GPU Operator (assets/state-device-plugin, assets/gpu-feature-discovery) lay them out. The one
+# image holds nvidia-device-plugin (its ENTRYPOINT), gpu-feature-discovery, mps-control-daemon and config-manager.
+CHART_LABELS = {"app.kubernetes.io/name": "nvidia-device-plugin", "app.kubernetes.io/instance": "nvidia-device-plugin",
+                "app.kubernetes.io/managed-by": "Helm", "helm.sh/chart": "nvidia-device-plugin-0.17.1"}
+IMAGE = "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+PLUGIN_SOCKETS = {"name": "kubelet-device-plugins-dir", "mountPath": "/var/lib/kubelet/device-plugins"}
+
+
+def container(name, command=None, args=None, mounts=(), image=IMAGE):
+    body = {"name": name, "image": image, "volumeMounts": list(mounts)}
+    if command is not None:
+        body["command"] = command
+    if args is not None:
+        body["args"] = args
+    return body
+
+
+def config_manager(name):
+    return container(name, ["config-manager"], mounts=[{"name": "config", "mountPath": "/config"}])
+
+
+def real_daemonset(namespace, name, containers, init=(), labels=None):
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
+            "spec": {"template": {"spec": {"initContainers": list(init), "containers": containers}}}}
+
+
+CHART_PLUGIN = real_daemonset("gpu", "nvidia-device-plugin", [
+    config_manager("nvidia-device-plugin-sidecar"),
+    container("nvidia-device-plugin-ctr", ["nvidia-device-plugin"], mounts=[PLUGIN_SOCKETS])],
+    init=[config_manager("nvidia-device-plugin-init")], labels=CHART_LABELS)
+CHART_GFD = real_daemonset("gpu", "nvidia-device-plugin-gpu-feature-discovery", [
+    config_manager("gpu-feature-discovery-sidecar"),
+    container("gpu-feature-discovery-ctr", ["gpu-feature-discovery"],
+              mounts=[{"name": "output-dir", "mountPath": "/etc/kubernetes/node-feature-discovery/features.d"}])],
+    init=[config_manager("gpu-feature-discovery-init")], labels=CHART_LABELS)
+CHART_MPS = real_daemonset("gpu", "nvidia-device-plugin-mps-control-daemon", [
+    container("mps-control-daemon-ctr", ["mps-control-daemon"], mounts=[{"name": "mps-root", "mountPath": "/mps"}])],
+    init=[container("mps-control-daemon-mounts", ["mps-control-daemon", "mount-shm"])], labels=CHART_LABELS)
+# gpu-feature-discovery alone, from the same chart with devicePlugin.enabled=false (its own release).
+GFD_ALONE = real_daemonset("gpu-feature-discovery", "gfd-gpu-feature-discovery", [
+    container("gpu-feature-discovery-ctr", ["gpu-feature-discovery"])],
+    labels=dict(CHART_LABELS, **{"app.kubernetes.io/instance": "gfd"}))
+# NVIDIA's static manifest: no command, so the image's ENTRYPOINT (nvidia-device-plugin) runs.
+STATIC_PLUGIN = real_daemonset("kube-system", "nvidia-device-plugin-daemonset", [
+    container("nvidia-device-plugin-ctr", mounts=[{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins"}])])
+STATIC_WITH_ARGS = real_daemonset("kube-system", "nvidia-device-plugin-compat", [
+    container("nvidia-device-plugin-ctr", args=["--fail-on-init-error=false", "--pass-device-specs"])])
+# The GPU Operator starts both through a script from a ConfigMap the API does not show here; the plugin's
+# container is the one that mounts the kubelet's device-plugins folder, where a device plugin registers.
+OPERATOR_PLUGIN = real_daemonset("gpu-operator", "nvidia-device-plugin-daemonset", [
+    container("nvidia-device-plugin", ["/bin/sh", "-c"], ["/bin/entrypoint.sh"], image=IMAGE + "-ubi9",
+              mounts=[{"name": "device-plugin", "mountPath": "/var/lib/kubelet/device-plugins/"}]),
+    config_manager("config-manager")], init=[container("toolkit-validation", ["sh", "-c"], ["until [ -f x ]; do sleep 5; done"])])
+OPERATOR_GFD = real_daemonset("gpu-operator", "gpu-feature-discovery", [
+    container("gpu-feature-discovery", ["/bin/bash", "-c"], ["/bin/entrypoint.sh"], image=IMAGE + "-ubi9"),
+    config_manager("config-manager")])
+OPERATOR_MPS = real_daemonset("gpu-operator", "nvidia-device-plugin-mps-control-daemon", [
+    container("mps-control-daemon-ctr", ["mps-control-daemon"], image=IMAGE + "-ubi9")])
+# A mirror under another image name still runs the plugin; a shell that execs it too.
+MIRRORED = real_daemonset("infra", "gpu-plugin", [
+    container("plugin", ["/usr/bin/nvidia-device-plugin"], image="registry.example.internal/gpu/plugin:0.17.1")])
+WRAPPED = real_daemonset("infra", "gpu-plugin-wrapped", [
+    container("plugin", ["sh", "-c", "sleep 5; exec nvidia-device-plugin --fail-on-init-error=false"])])
+
+
+@pytest.mark.parametrize("ds, plugin", [
+    (CHART_PLUGIN, True), (CHART_GFD, False), (CHART_MPS, False), (GFD_ALONE, False),
+    (STATIC_PLUGIN, True), (STATIC_WITH_ARGS, True), (OPERATOR_PLUGIN, True), (OPERATOR_GFD, False),
+    (OPERATOR_MPS, False), (MIRRORED, True), (WRAPPED, True),
+], ids=lambda value: value["metadata"]["name"] if isinstance(value, dict) else str(value))
+def test_only_daemonsets_that_run_the_plugin_count_as_another_plugin(ds, plugin):
+    named = dp.device_plugin_others([ds], "manifests", "nvidia-device-plugin")
+    assert bool(named) is plugin, named
+    if plugin:
+        (image,) = [c["image"] for c in ds["spec"]["template"]["spec"]["containers"] if "config-manager" not in c.get("command", [])]
+        assert named == ["%s/%s (%s)" % (ds["metadata"]["namespace"], ds["metadata"]["name"], image)]
+
+
+def test_the_chart_release_gfd_and_mps_beside_our_helm_plugin_are_ours_or_harmless():
+    release = [copy.deepcopy(ds) for ds in (CHART_PLUGIN, CHART_GFD, CHART_MPS, GFD_ALONE)]
+    for ds in release[:3]:
+        ds["metadata"]["namespace"] = "nvidia-device-plugin"
+    assert dp.device_plugin_others(release, "helm", "nvidia-device-plugin") == []
+    # The same release seen by the manifests method: only its plugin is in the way.
+    assert dp.device_plugin_others(release, "manifests", "nvidia-device-plugin") == [
+        "nvidia-device-plugin/nvidia-device-plugin (%s)" % IMAGE]
+
+
 def test_drain_leftovers_are_only_pods_a_drain_should_evict():
     def p(name, phase="Running", owner=None, mirror=False):
         metadata = {"namespace": "ns", "name": name}
