@@ -249,10 +249,71 @@ def test_helm_values_carry_the_same_settings_as_the_manifests(case):
     assert "%s:%s" % (values["image"]["repository"], values["image"]["tag"]) == spec["containers"][0]["image"]
     assert values["nodeSelector"] == spec["nodeSelector"]
     assert values["tolerations"] == spec["tolerations"]
-    assert values["affinity"] == {}
+    # Present and null: Helm merges a map (even an empty one) into the chart's default, only null removes it.
+    assert "affinity" in values and values["affinity"] is None
     assert values["priorityClassName"] == spec.get("priorityClassName")
     assert values["runtimeClassName"] == spec.get("runtimeClassName")
     assert values["imagePullSecrets"] == spec.get("imagePullSecrets", [])
     assert values["resources"] == spec["containers"][0].get("resources", {})
     driver_root = [v["hostPath"]["path"] for v in spec["volumes"] if v["name"] == "driver-root"]
     assert values.get("nvidiaDriverRoot") == (driver_root[0] if driver_root else None)
+
+
+# The defaults of NVIDIA's chart that reach the plugin's pod spec (deployments/helm/nvidia-device-plugin/
+# values.yaml, v0.17 to v0.20): a node affinity on NFD's PCI vendor label, NFD's CPU vendor label for Tegra,
+# or nvidia.com/gpu.present; and a CriticalAddonsOnly toleration.
+CHART_DEFAULTS = {
+    "config": {"name": "", "map": {}, "default": "", "fallbackStrategies": ["named", "single"]},
+    "image": {"repository": "nvcr.io/nvidia/k8s-device-plugin", "pullPolicy": "IfNotPresent", "tag": ""},
+    "imagePullSecrets": [],
+    "securityContext": {},
+    "resources": {},
+    "nodeSelector": {},
+    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "feature.node.kubernetes.io/pci-10de.present", "operator": "In",
+                               "values": ["true"]}]},
+        {"matchExpressions": [{"key": "feature.node.kubernetes.io/cpu-model.vendor_id", "operator": "In",
+                               "values": ["NVIDIA"]}]},
+        {"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]}}},
+    "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"},
+                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    "priorityClassName": "system-node-critical",
+    "runtimeClassName": None,
+    "nvidiaDriverRoot": None,
+}
+
+
+def helm_coalesce(user, defaults):
+    """User values over a chart's defaults as Helm merges them (pkg/chartutil/coalesce.go): maps merge
+    key by key, a null removes the chart's key, any other value replaces the chart's."""
+    merged = copy.deepcopy(user)
+    for key, default in defaults.items():
+        if key not in merged:
+            merged[key] = copy.deepcopy(default)
+        elif merged[key] is None:
+            del merged[key]
+        elif isinstance(merged[key], dict) and isinstance(default, dict):
+            merged[key] = helm_coalesce(merged[key], default)
+    return merged
+
+
+def chart_pod_placement(values):
+    """What the chart's plugin DaemonSet template puts in the pod spec from these values: each field
+    only when its value is not empty (the template's ``with``/``if``)."""
+    fields = ("nodeSelector", "affinity", "tolerations", "priorityClassName", "runtimeClassName", "imagePullSecrets")
+    return dict((field, values[field]) for field in fields if values.get(field))
+
+
+@pytest.mark.parametrize("case", sorted(DEVICE_PLUGIN_CASES))
+def test_helm_values_merged_over_the_chart_defaults_place_pods_as_the_manifests_do(case):
+    overrides = DEVICE_PLUGIN_CASES[case]
+    (values,) = render("gpu_device_plugin", "helm-values.yaml.j2", gpu_device_plugin_method="helm", **overrides)
+    merged = helm_coalesce(values, CHART_DEFAULTS)
+    spec = by_kind(render("gpu_device_plugin", "manifests.yaml.j2", **overrides))["DaemonSet"]["spec"]["template"]["spec"]
+    ours = dict((field, spec[field]) for field in ("nodeSelector", "affinity", "tolerations", "priorityClassName",
+                                                    "runtimeClassName", "imagePullSecrets") if spec.get(field))
+    # The chart's NFD affinity is gone: the node selector alone decides, as in the manifests.
+    assert "affinity" not in merged
+    assert chart_pod_placement(merged) == ours
+    assert merged["securityContext"] == spec["containers"][0]["securityContext"]
+    assert merged["resources"] == spec["containers"][0].get("resources", {})
