@@ -317,3 +317,47 @@ def test_helm_values_merged_over_the_chart_defaults_place_pods_as_the_manifests_
     assert chart_pod_placement(merged) == ours
     assert merged["securityContext"] == spec["containers"][0]["securityContext"]
     assert merged["resources"] == spec["containers"][0].get("resources", {})
+
+
+def role_value(role, expression, **overrides):
+    """An expression templated with the role's defaults and vars, as the role's tasks see it."""
+    loader = DataLoader()
+    variables = {"groups": {}}
+    for part in ("defaults", "vars"):
+        variables.update(loader.load_from_file(os.path.join(ROLES, role, part, "main.yml"), trusted_as_template=True))
+    variables.update(overrides)
+    return Templar(loader=loader, variables=variables).template(trust_as_template(expression))
+
+
+def role_tasks(role, name):
+    with open(os.path.join(ROLES, role, "tasks", name)) as handle:
+        return yaml.safe_load(handle)
+
+
+@pytest.mark.parametrize("create", [True, False])
+def test_helm_gets_a_namespace_labelled_for_pod_security_from_the_manifests(create):
+    overrides = {"gpu_device_plugin_method": "helm", "gpu_device_plugin_create_namespace": create}
+    kinds = role_value("gpu_device_plugin", "{{ __gpu_device_plugin_manifest_kinds }}", **overrides)
+    applied = [doc for doc in render("gpu_device_plugin", "manifests.yaml.j2", **overrides) if doc["kind"] in kinds]
+    # The chart brings the rest; the Namespace (with the Pod Security label) and the RuntimeClass come from here.
+    assert sorted(doc["kind"] for doc in applied) == sorted(["RuntimeClass"] + (["Namespace"] if create else []))
+    if create:
+        (namespace,) = [doc for doc in applied if doc["kind"] == "Namespace"]
+        assert namespace["metadata"]["name"] == "nvidia-device-plugin"
+        assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    manifests = role_value("gpu_device_plugin", "{{ __gpu_device_plugin_manifest_kinds }}",
+                           gpu_device_plugin_method="manifests")
+    assert sorted(manifests) == sorted(["Namespace", "RuntimeClass", "ConfigMap", "ServiceAccount", "ClusterRole",
+                                        "ClusterRoleBinding", "DaemonSet"])
+
+
+def test_helm_installs_into_the_namespace_applied_before_it_and_never_creates_one():
+    tasks = role_tasks("gpu_device_plugin", "apply.yml")
+    names = [task["name"] for task in tasks]
+    (helm,) = [task for task in tasks if "kubernetes.core.helm" in task]
+    (apply,) = [task for task in tasks if "kubernetes.core.k8s" in task and task["kubernetes.core.k8s"].get("apply")]
+    # Helm would create the namespace without the Pod Security label the plugin's hostPath volumes need.
+    assert helm["kubernetes.core.helm"]["create_namespace"] is False
+    assert names.index(apply["name"]) < names.index(helm["name"])
+    assert "when" not in apply  # applied with either method
+    assert "__gpu_device_plugin_manifest_kinds" in str(tasks[names.index("Render the manifests")])
