@@ -1,0 +1,547 @@
+"""The simulated cluster: its objects, the API's write path, and faults.
+
+The write path is the one every request and every controller goes through,
+so objects a controller makes pass the same admission as a client's. Order
+and rules: kubernetes.io/docs/reference/access-authn-authz/admission-controllers/
+and the registry strategies in kubernetes/pkg/registry (PrepareForCreate /
+PrepareForUpdate: status is dropped on create and kept from the old object on
+update of the main resource; the status subresource changes only status;
+generation counts spec changes).
+"""
+
+import copy
+import os
+import random
+import threading
+import time
+
+import yaml
+
+from . import admission, merge
+from . import gpus as gpu_model
+from .resources import BY_KIND, BY_KEY
+from .selectors import label_selector_object_match
+from .store import ApiError, Store, not_found, now_rfc3339
+
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+DEFAULT_TIMING = {
+    "tick": 0.05,               # controller loop period
+    "podStart": 0.3,            # bound pod -> containers running
+    "programRun": 0.2,          # a short program's run time
+    "pluginRegister": 1.0,      # device plugin running -> node advertises
+    "podShutdown": 0.2,         # graceful deletion -> pod gone
+    "crashBackoff": 1.0,        # first CrashLoopBackOff delay (doubles, capped at 8x)
+    "eventTTL": 3600,
+}
+EMPTY_STATUS = {
+    "DaemonSet": {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
+                  "numberReady": 0},
+    "ReplicaSet": {"replicas": 0},
+    "Deployment": {},
+    "PodDisruptionBudget": {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0},
+}
+RUNTIME_DEFAULTS = {"defaultRuntime": "runc", "handlers": ["runc", "nvidia"], "cdi": False,
+                    "acceptEnvvarUnprivileged": True, "acceptVolumeMounts": False}
+
+
+def random_suffix(length=5):
+    return "".join(random.choice(_NAME_CHARS) for _ in range(length))
+
+
+class Faults:
+    """Faults on demand (STYLE.md: faults are data). Each is a dict kept until it expires or is cleared."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.items = []
+
+    def add(self, fault):
+        fault = dict(fault)
+        fault.setdefault("id", random_suffix(8))
+        if fault.get("seconds"):
+            fault["until"] = time.monotonic() + float(fault["seconds"])
+        with self.lock:
+            self.items.append(fault)
+        return fault
+
+    def clear(self, fault_id=None):
+        with self.lock:
+            self.items = [f for f in self.items if fault_id and f["id"] != fault_id]
+
+    def active(self, kind, **match):
+        moment = time.monotonic()
+        with self.lock:
+            self.items = [f for f in self.items if f.get("until", moment + 1) > moment
+                          and f.get("count", 1) > 0]
+            for fault in self.items:
+                if fault["type"] == kind and all(fault.get(k) in (None, v) for k, v in match.items()):
+                    return fault
+        return None
+
+    def consume(self, fault):
+        with self.lock:
+            if "count" in fault:
+                fault["count"] -= 1
+
+
+class Cluster:
+    def __init__(self, description, base_dir="."):
+        self.description = description
+        self.version = str(description.get("kubernetesVersion", "1.31.4")).lstrip("v")
+        self.timing = dict(DEFAULT_TIMING, **(description.get("timing") or {}))
+        self.pod_security_default = description.get("podSecurityDefault", "privileged")
+        self.store = Store()
+        self.faults = Faults()
+        self.base_dir = base_dir
+        self.gpus = {}
+        self.runtime = {}
+        self.node_index = {}
+        self.requests = 0
+        self.request_counts = {}
+        self.lock = self.store.lock
+        self._bootstrap()
+
+    # ------------------------------------------------------------- set-up
+    def _bootstrap(self):
+        for name in ("default", "kube-system", "kube-public", "kube-node-lease"):
+            self.internal_create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+        for name, value in admission.SYSTEM_PRIORITIES.items():
+            self.internal_create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                                  "metadata": {"name": name}, "value": value,
+                                  "description": "Used for system critical pods that must not be moved from "
+                                                 "their current node." if "node" in name else
+                                                 "Used for system critical pods that must run in the cluster, "
+                                                 "but can be moved to another node if necessary.",
+                                  "preemptionPolicy": "PreemptLowerPriority"})
+        for index, node in enumerate(self.description.get("nodes") or []):
+            self.add_node(node, index)
+        for obj in self.description.get("namespaces") or []:
+            self.internal_create({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": obj} if isinstance(obj, str) else obj})
+        for obj in self.description.get("objects") or []:
+            self.internal_create(copy.deepcopy(obj))
+        for fault in self.description.get("faults") or []:
+            self.faults.add(fault)
+
+    def add_node(self, entry, index):
+        name = entry["name"]
+        self.node_index[name] = index
+        self.gpus[name] = gpu_model.node_gpus(entry.get("gpus"), name, self.base_dir)
+        labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+                  "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
+        labels.update(entry.get("labels") or {})
+        capacity = {"cpu": "64", "memory": "527957648Ki", "pods": "110", "ephemeral-storage": "959786032Ki",
+                    "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+        capacity.update({k: str(v) for k, v in (entry.get("capacity") or {}).items()})
+        octet = index % 250 + 1
+        node = {"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels,
+                             "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                                             "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+                "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
+                "status": {"capacity": dict(capacity), "allocatable": dict(capacity),
+                           "addresses": [{"type": "InternalIP", "address": f"10.0.{index // 250}.{octet}"},
+                                         {"type": "Hostname", "address": name}],
+                           "conditions": [], "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+                           "nodeInfo": {"kubeletVersion": f"v{self.version}", "kubeProxyVersion": "",
+                                        "containerRuntimeVersion": entry.get("containerRuntime",
+                                                                             "containerd://1.7.24"),
+                                        "operatingSystem": "linux", "architecture": "amd64",
+                                        "osImage": entry.get("osImage", "Debian GNU/Linux 12 (bookworm)"),
+                                        "kernelVersion": entry.get("kernelVersion", "6.1.0-28-amd64"),
+                                        "machineID": f"{index:032x}", "systemUUID": f"{index:08x}-0000-0000-0000-"
+                                                                                   f"000000000000",
+                                        "bootID": f"{index:08x}-b007-0000-0000-000000000000"}}}
+        if entry.get("unschedulable"):
+            node["spec"]["unschedulable"] = True
+        if entry.get("taints"):
+            node["spec"]["taints"] = copy.deepcopy(entry["taints"])
+        self.runtime.setdefault("nodes", {})[name] = dict(RUNTIME_DEFAULTS, **(entry.get("runtime") or {}))
+        self.internal_create(node)
+
+    def node_runtime(self, name):
+        return self.runtime.get("nodes", {}).get(name, dict(RUNTIME_DEFAULTS))
+
+    # -------------------------------------------------------- write path
+    def resource_of(self, obj):
+        api_version = obj.get("apiVersion", "")
+        group = api_version.split("/", 1)[0] if "/" in api_version else ""
+        res = BY_KIND.get((group, obj.get("kind")))
+        if res is None or res.api_version != api_version:
+            raise ApiError(404, f"the server could not find the requested resource ({obj.get('kind')} "
+                                f"{api_version})", "NotFound")
+        return res
+
+    def internal_create(self, obj):
+        res = self.resource_of(obj)
+        return self.create(res, obj.get("metadata", {}).get("namespace") or ("default" if res.namespaced else ""),
+                           obj, manager="simcluster", internal=True)
+
+    def _check_namespace(self, res, namespace, creating):
+        if not res.namespaced:
+            return
+        ns = self.store.peek(BY_KEY[("", "namespaces")], "", namespace)
+        if ns is None:
+            raise ApiError(404, f'namespaces "{namespace}" not found', "NotFound",
+                           {"name": namespace, "kind": "namespaces"})
+        if creating and ns["metadata"].get("deletionTimestamp"):
+            raise ApiError(403, f"{res.kind.lower()}s \"{'?'}\" is forbidden: unable to create new content in "
+                                f"namespace {namespace} because it is being terminated", "Forbidden",
+                           {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                        "message": f"namespace {namespace} is being terminated"}]})
+
+    def _prepare_meta(self, res, namespace, obj):
+        meta = obj.setdefault("metadata", {})
+        if res.namespaced:
+            if meta.get("namespace") not in (None, "", namespace):
+                raise ApiError(400, "the namespace of the provided object does not match the namespace sent on "
+                                    "the request", "BadRequest")
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + random_suffix()
+        return meta
+
+    def _mutate_pod(self, pod, namespace):
+        spec = pod.setdefault("spec", {})
+        spec.setdefault("serviceAccountName", "default")
+        spec["serviceAccount"] = spec["serviceAccountName"]
+        tolerations = spec.setdefault("tolerations", [])
+        for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+            if not any(t.get("key") == key and t.get("effect") in (None, "", "NoExecute") for t in tolerations) \
+                    and not any(not t.get("key") and t.get("operator") == "Exists" for t in tolerations):
+                tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                                    "tolerationSeconds": 300})
+        pc_name = spec.get("priorityClassName")
+        if pc_name:
+            pc = self.store.peek(BY_KEY[("scheduling.k8s.io", "priorityclasses")], "", pc_name)
+            if pc is None:
+                raise ApiError(403, f'pods "{pod["metadata"]["name"]}" is forbidden: no PriorityClass with name '
+                                    f'{pc_name} was found', "Forbidden")
+            spec["priority"] = pc["value"]
+        else:
+            spec.setdefault("priority", 0)
+        rc_name = spec.get("runtimeClassName")
+        if rc_name:
+            rc = self.store.peek(BY_KEY[("node.k8s.io", "runtimeclasses")], "", rc_name)
+            if rc is None:
+                raise ApiError(403, f'pods "{pod["metadata"]["name"]}" is forbidden: pod rejected: RuntimeClass '
+                                    f'"{rc_name}" not found', "Forbidden")
+            scheduling = rc.get("scheduling") or {}
+            if scheduling.get("nodeSelector"):
+                selector = spec.setdefault("nodeSelector", {})
+                for key, value in scheduling["nodeSelector"].items():
+                    if selector.get(key, value) != value:
+                        raise ApiError(403, f'pods "{pod["metadata"]["name"]}" is forbidden: conflict: '
+                                            f'runtimeClass.scheduling.nodeSelector[{key}] = {value}; '
+                                            f'pod.spec.nodeSelector[{key}] = {selector[key]}', "Forbidden")
+                    selector[key] = value
+            for tol in scheduling.get("tolerations") or []:
+                if tol not in tolerations:
+                    tolerations.append(copy.deepcopy(tol))
+            if rc.get("overhead"):
+                spec["overhead"] = copy.deepcopy(rc["overhead"]["podFixed"])
+        return pod
+
+    def pod_security_level(self, namespace):
+        ns = self.store.peek(BY_KEY[("", "namespaces")], "", namespace) or {}
+        return (ns.get("metadata", {}).get("labels") or {}).get("pod-security.kubernetes.io/enforce",
+                                                                   self.pod_security_default)
+
+    def _admit(self, res, obj, old, warnings):
+        namespace = obj["metadata"].get("namespace")
+        if res.kind == "Pod" and old is None:
+            self._mutate_pod(obj, namespace)
+        admission.validate(res, obj, old, self.version)
+        if res.kind == "Pod" and old is None:
+            level = self.pod_security_level(namespace)
+            problems = admission.pod_security_violations(obj["spec"], level)
+            if problems:
+                raise ApiError(403, f'pods "{obj["metadata"]["name"]}" is forbidden: violates PodSecurity '
+                                    f'"{level}:latest": {", ".join(problems)}', "Forbidden")
+        if res.kind in ("DaemonSet", "Deployment", "ReplicaSet"):
+            level = self.pod_security_level(namespace)
+            problems = admission.pod_security_violations((obj["spec"].get("template") or {}).get("spec") or {},
+                                                         level)
+            if problems:
+                warnings.append(f'would violate PodSecurity "{level}:latest": {", ".join(problems)}')
+
+    def _initial_status(self, res, obj):
+        if res.kind == "Pod":
+            obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
+        elif res.kind in EMPTY_STATUS:
+            # Fields without omitempty in the Go types serialise even when zero.
+            obj["status"] = dict(EMPTY_STATUS[res.kind])
+
+    def create(self, res, namespace, obj, dry_run=False, manager=None, field_validation="Warn",
+               internal=False, warnings=None, applied=False):
+        warnings = [] if warnings is None else warnings
+        obj = copy.deepcopy(obj)
+        if obj.get("kind") not in (None, res.kind):
+            raise ApiError(400, f"the API version in the data ({obj.get('apiVersion')}) does not match the "
+                                f"expected API version ({res.api_version})", "BadRequest")
+        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+        with self.lock:
+            meta = self._prepare_meta(res, namespace, obj)
+            if not internal:
+                warnings += admission.decode(obj, self.version, field_validation)
+            self._check_namespace(res, namespace, True)
+            # Nodes keep the status they are created with (the kubelet registers that way).
+            if res.kind != "Node":
+                self._initial_status(res, obj)
+            admission.default(obj)
+            self._admit(res, obj, None, warnings)
+            if self.store.peek(res, meta.get("namespace", ""), meta["name"]) is not None:
+                from .store import already_exists
+                raise already_exists(res, meta["name"])
+            if not applied and manager:
+                merge.track_update({}, obj, manager, res.api_version, now_rfc3339())
+            if dry_run:
+                meta.update({"uid": "00000000-0000-0000-0000-000000000000", "creationTimestamp": now_rfc3339(),
+                             "resourceVersion": ""})
+                if res.generation:
+                    meta["generation"] = 1
+                return obj
+            return self.store.create(res, obj)
+
+    def update(self, res, namespace, name, obj, dry_run=False, manager=None, subresource=None,
+               field_validation="Warn", warnings=None, tracked=False, internal=False):
+        """PUT semantics on the main resource or the status subresource."""
+        warnings = [] if warnings is None else warnings
+        obj = copy.deepcopy(obj)
+        with self.lock:
+            old = self.store.peek(res, namespace, name)
+            if old is None:
+                raise not_found(res, name)
+            meta = obj.setdefault("metadata", {})
+            if meta.get("name", name) != name:
+                raise ApiError(400, f'the name of the object ({meta.get("name")}) does not match the name on the '
+                                    f'URL ({name})', "BadRequest")
+            meta["name"] = name
+            self._prepare_meta(res, namespace, obj)
+            obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+            if not internal:
+                warnings += admission.decode(obj, self.version, field_validation)
+            expect_rv = meta.get("resourceVersion")
+            for key in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                        "generation"):
+                if key in old["metadata"]:
+                    meta[key] = old["metadata"][key]
+                else:
+                    meta.pop(key, None)
+            if "status" in res.subresources:
+                if subresource == "status":
+                    status = obj.get("status")
+                    obj = copy.deepcopy(old)
+                    obj["status"] = status if status is not None else {}
+                    meta = obj["metadata"]
+                else:
+                    if "status" in old:
+                        obj["status"] = copy.deepcopy(old["status"])
+                    else:
+                        obj.pop("status", None)
+            if subresource != "status":
+                admission.default(obj)
+                self._admit(res, obj, old, warnings)
+            if res.generation and _spec_of(obj) != _spec_of(old):
+                obj["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+            if manager and not tracked:
+                merge.track_update(old, obj, manager, res.api_version, now_rfc3339(), subresource)
+            elif not manager:
+                obj["metadata"]["managedFields"] = copy.deepcopy(old["metadata"].get("managedFields", []))
+            if old["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
+                if not dry_run:
+                    return self.store.delete(res, namespace, name) if self._really_delete(res, old) else old
+            if dry_run:
+                obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+                return obj
+            return self.store.replace(res, obj, expect_rv)
+
+    def _really_delete(self, res, old):
+        return not (res.kind == "Pod" and old["metadata"].get("deletionGracePeriodSeconds"))
+
+    def patch(self, res, namespace, name, patch_type, body, dry_run=False, manager=None, force=False,
+              subresource=None, field_validation="Warn", warnings=None):
+        with self.lock:
+            old = self.store.peek(res, namespace, name)
+            if patch_type == "apply":
+                if not manager:
+                    raise ApiError(422, "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is "
+                                        "required for apply patch", "Invalid")
+                if not isinstance(body, dict):
+                    raise ApiError(400, "error decoding YAML: invalid apply configuration", "BadRequest")
+                if body.get("apiVersion") != res.api_version or body.get("kind") != res.kind:
+                    raise ApiError(400, f"the API version in the data ({body.get('apiVersion')}) does not match "
+                                        f"the expected API version ({res.api_version})" if body.get("kind") ==
+                                   res.kind else f'Kind "{body.get("kind")}" does not match "{res.kind}"',
+                                   "BadRequest")
+                if (body.get("metadata") or {}).get("name", name) != name:
+                    raise ApiError(400, "the name of the object does not match the name on the URL", "BadRequest")
+                stamp = now_rfc3339()
+                if old is None:
+                    if subresource:
+                        raise not_found(res, name)
+                    created = merge.apply(None, body, manager, force, res.api_version, stamp)
+                    created.setdefault("metadata", {})["name"] = name
+                    return self.create(res, namespace, created, dry_run, manager, field_validation,
+                                       warnings=warnings, applied=True)
+                result = merge.apply(old, body, manager, force, res.api_version, stamp, subresource)
+                return self.update(res, namespace, name, result, dry_run, manager, subresource, field_validation,
+                                   warnings, tracked=True)
+            if old is None:
+                raise not_found(res, name)
+            if patch_type == "json":
+                result = merge.json_patch(old, body)
+            elif patch_type == "merge":
+                if not isinstance(body, dict):
+                    raise ApiError(400, "json: cannot unmarshal array into Go value of type map[string]interface {}",
+                                   "BadRequest")
+                result = merge.merge_patch(old, body)
+            else:
+                if not isinstance(body, dict):
+                    raise ApiError(400, "json: cannot unmarshal array into Go value of type map[string]interface {}",
+                                   "BadRequest")
+                result = merge.strategic_merge(old, body)
+            if "resourceVersion" not in (body.get("metadata") or {} if isinstance(body, dict) else {}):
+                result.setdefault("metadata", {})["resourceVersion"] = old["metadata"]["resourceVersion"]
+            return self.update(res, namespace, name, result, dry_run, manager, subresource, field_validation,
+                               warnings)
+
+    def delete(self, res, namespace, name, options=None, dry_run=False):
+        options = options or {}
+        with self.lock:
+            old = self.store.peek(res, namespace, name)
+            if old is None:
+                raise not_found(res, name)
+            pre = options.get("preconditions") or {}
+            if pre.get("uid") and pre["uid"] != old["metadata"]["uid"]:
+                from .store import conflict
+                raise conflict(res, name, f"Precondition failed: UID in precondition: {pre['uid']}, UID in object "
+                                          f"meta: {old['metadata']['uid']}")
+            if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
+                from .store import conflict
+                raise conflict(res, name)
+            if dry_run:
+                return copy.deepcopy(old)
+            obj = copy.deepcopy(old)
+            meta = obj["metadata"]
+            policy = options.get("propagationPolicy") or ("Background" if res.group == "apps" else None)
+            if options.get("orphanDependents") is True:
+                policy = "Orphan"
+            finalizers = list(meta.get("finalizers") or [])
+            if policy == "Foreground" and "foregroundDeletion" not in finalizers:
+                finalizers.append("foregroundDeletion")
+            if policy == "Orphan" and "orphan" not in finalizers:
+                finalizers.append("orphan")
+            if res.kind == "Namespace":
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = now_rfc3339()
+                    obj.setdefault("status", {})["phase"] = "Terminating"
+                    return self.store.replace(res, obj)
+                return obj
+            if res.kind == "Pod":
+                grace = options.get("gracePeriodSeconds")
+                if grace is None:
+                    grace = obj["spec"].get("terminationGracePeriodSeconds", 30)
+                terminal = obj.get("status", {}).get("phase") in ("Succeeded", "Failed")
+                if obj["spec"].get("nodeName") and not terminal and int(grace) > 0:
+                    if not meta.get("deletionTimestamp"):
+                        meta["deletionTimestamp"] = now_rfc3339()
+                        meta["deletionGracePeriodSeconds"] = int(grace)
+                        if finalizers:
+                            meta["finalizers"] = finalizers
+                        return self.store.replace(res, obj)
+                    return obj
+            if finalizers:
+                meta["finalizers"] = finalizers
+                if not meta.get("deletionTimestamp"):
+                    meta["deletionTimestamp"] = now_rfc3339()
+                    meta["deletionGracePeriodSeconds"] = 0
+                return self.store.replace(res, obj)
+            return self.store.delete(res, namespace, name)
+
+    def finish_pod_deletion(self, pod):
+        """What the kubelet does once the containers stopped: delete with grace 0 (finalizers still hold it)."""
+        res = BY_KEY[("", "pods")]
+        meta = pod["metadata"]
+        current = self.store.peek(res, meta["namespace"], meta["name"])
+        if current is None or current["metadata"]["uid"] != meta["uid"]:
+            return
+        if current["metadata"].get("finalizers"):
+            obj = copy.deepcopy(current)
+            obj["metadata"]["deletionGracePeriodSeconds"] = 0
+            self.store.replace(res, obj)
+            return
+        self.store.delete(res, meta["namespace"], meta["name"])
+
+    # ------------------------------------------------------------- events
+    def record_event(self, involved, reason, message, kind="Normal", component="kubelet", host=None):
+        res = BY_KEY[("", "events")]
+        meta = involved["metadata"]
+        namespace = meta.get("namespace") or "default"
+        stamp = now_rfc3339()
+        for existing in self.store.peek_list(res, namespace):
+            ref = existing["involvedObject"]
+            if ref.get("uid") == meta.get("uid") and existing["reason"] == reason \
+                    and existing["message"] == message:
+                obj = copy.deepcopy(existing)
+                obj["count"] = obj.get("count", 1) + 1
+                obj["lastTimestamp"] = stamp
+                self.store.replace(res, obj)
+                return
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"name": f"{meta['name']}.{random.getrandbits(64):016x}"[:253],
+                              "namespace": namespace},
+                 "involvedObject": {"kind": involved["kind"], "namespace": meta.get("namespace", ""),
+                                    "name": meta["name"], "uid": meta.get("uid", ""),
+                                    "apiVersion": involved["apiVersion"],
+                                    "resourceVersion": meta.get("resourceVersion", "")},
+                 "reason": reason, "message": message, "type": kind, "count": 1,
+                 "source": {"component": component, **({"host": host} if host else {})},
+                 "firstTimestamp": stamp, "lastTimestamp": stamp, "eventTime": None,
+                 "reportingComponent": component, "reportingInstance": host or ""}
+        if not event["involvedObject"]["namespace"]:
+            event["involvedObject"].pop("namespace")
+        if self.store.peek(BY_KEY[("", "namespaces")], "", namespace) is None:
+            return
+        self.store.create(res, event)
+
+
+def _spec_of(obj):
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
+
+
+def qos_class(spec):
+    containers = (spec.get("containers") or []) + (spec.get("initContainers") or [])
+    requests_all = limits_all = True
+    any_set = False
+    for container in containers:
+        resources = container.get("resources") or {}
+        limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
+        if limits or requests:
+            any_set = True
+        for name in ("cpu", "memory"):
+            if name not in limits:
+                limits_all = False
+            if requests.get(name, limits.get(name)) != limits.get(name):
+                requests_all = False
+    if not any_set:
+        return "BestEffort"
+    if limits_all and requests_all:
+        return "Guaranteed"
+    return "Burstable"
+
+
+def load(path):
+    with open(path, encoding="utf-8") as handle:
+        description = yaml.safe_load(handle) or {}
+    return Cluster(description, os.path.dirname(os.path.abspath(path)))
+
+
+def owned_by(obj, owner):
+    return any(ref.get("uid") == owner["metadata"]["uid"] for ref in obj["metadata"].get("ownerReferences") or [])
+
+
+def selector_matches(selector, obj):
+    return label_selector_object_match(selector, obj["metadata"].get("labels"))

@@ -1,0 +1,1090 @@
+"""Controllers of the simulated cluster, run as one loop over the store.
+
+Each is a function from the store's state to writes through the API's write
+path, as kwok's stages are data-driven steps (STYLE.md). Behaviour sources:
+- DaemonSet controller: kubernetes.io/docs/concepts/workloads/controllers/daemonset/
+  ("How Daemon Pods are scheduled", the tolerations it adds, rolling update
+  with maxUnavailable) and kubectl's rollout status for DaemonSets.
+- ReplicaSet / Deployment: workloads/controllers docs (simplified: a new
+  template replaces the old ReplicaSet at once).
+- PodDisruptionBudget status: concepts/workloads/pods/disruptions/.
+- Scheduler: concepts/scheduling-eviction (filters NodeUnschedulable,
+  TaintToleration, NodeAffinity, NodeResourcesFit in the default profile's
+  order; the FailedScheduling message's "0/N nodes are available" histogram).
+- Node lifecycle: taint-nodes-by-condition (node.kubernetes.io/unschedulable,
+  not-ready, unreachable).
+- Kubelet: pod lifecycle (phases, container states, restart policy with
+  CrashLoopBackOff), termination messages (FallbackToLogsOnError), device
+  plugin registration and device allocation (concepts/extend-kubernetes/
+  compute-storage-net/device-plugins/): a resource's allocatable drops to 0
+  when its plugin stops, and a pod is refused with UnexpectedAdmissionError
+  when the devices it was scheduled for are not there.
+"""
+
+import copy
+import hashlib
+import json
+import math
+import time
+
+from . import gpus as gpu_model
+from . import programs
+from .admission import quantity
+from .cluster import owned_by, random_suffix, selector_matches
+from .resources import BY_KEY
+from .selectors import pod_matches_node_affinity, untolerated_taints
+from .store import ApiError, now_rfc3339
+
+PODS = BY_KEY[("", "pods")]
+NODES = BY_KEY[("", "nodes")]
+NAMESPACES = BY_KEY[("", "namespaces")]
+DAEMONSETS = BY_KEY[("apps", "daemonsets")]
+REPLICASETS = BY_KEY[("apps", "replicasets")]
+DEPLOYMENTS = BY_KEY[("apps", "deployments")]
+PDBS = BY_KEY[("policy", "poddisruptionbudgets")]
+CONFIGMAPS = BY_KEY[("", "configmaps")]
+DS_TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/disk-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/memory-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/pid-pressure", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
+]
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+
+
+def _hash(value):
+    return hashlib.sha1(json.dumps(value, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def terminal(pod):
+    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+
+
+def pod_ready(pod):
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def pod_requests(spec):
+    """Effective requests: max(sum over containers, max over init containers) plus overhead."""
+    total = {}
+    for container in spec.get("containers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            total[name] = total.get(name, 0) + quantity(value)
+    for container in spec.get("initContainers") or []:
+        for name, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            total[name] = max(total.get(name, 0), quantity(value))
+    for name, value in (spec.get("overhead") or {}).items():
+        total[name] = total.get(name, 0) + quantity(value)
+    return total
+
+
+def _percent(value, total, round_up=True):
+    if isinstance(value, str) and value.endswith("%"):
+        amount = total * int(value[:-1]) / 100
+        return math.ceil(amount) if round_up else math.floor(amount)
+    return int(value)
+
+
+class Controllers:
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.store = cluster.store
+        self.timing = cluster.timing
+        self.pods = {}
+        self.plugins = {}
+        self.backoff = {}
+        self.ip_counter = {}
+
+    # ------------------------------------------------------------ helpers
+    def _set_status(self, res, obj, status, component):
+        if obj.get("status") == status:
+            return obj
+        meta = obj["metadata"]
+        try:
+            return self.cluster.update(res, meta.get("namespace", ""), meta["name"],
+                                       dict(obj, status=status), manager=component, subresource="status",
+                                       internal=True)
+        except ApiError:
+            return obj
+
+    def _event(self, obj, reason, message, kind="Normal", component="kubelet", host=None):
+        self.cluster.record_event(obj, reason, message, kind, component, host)
+
+    def tick(self):
+        with self.store.lock:
+            self.node_lifecycle()
+            self.namespaces()
+            self.garbage_collect()
+            self.deployments()
+            self.replicasets()
+            self.daemonsets()
+            self.disruption_budgets()
+            self.schedule()
+            self.kubelets()
+
+    # ------------------------------------------------------- node lifecycle
+    def node_lifecycle(self):
+        for node in list(self.store.peek_list(NODES)):
+            name = node["metadata"]["name"]
+            down = self.cluster.faults.active("node-not-ready", node=name)
+            taints = [t for t in node["spec"].get("taints") or []
+                      if t["key"] not in ("node.kubernetes.io/unschedulable", "node.kubernetes.io/unreachable")]
+            old_taints = node["spec"].get("taints") or []
+            if node["spec"].get("unschedulable"):
+                taints.append(next((t for t in old_taints if t["key"] == "node.kubernetes.io/unschedulable"),
+                                   {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+                                    "timeAdded": now_rfc3339()}))
+            if down:
+                for effect in ("NoSchedule", "NoExecute"):
+                    taints.append(next((t for t in old_taints if t["key"] == "node.kubernetes.io/unreachable"
+                                        and t["effect"] == effect),
+                                       {"key": "node.kubernetes.io/unreachable", "effect": effect,
+                                        "timeAdded": now_rfc3339()}))
+            if taints != old_taints:
+                obj = copy.deepcopy(node)
+                if taints:
+                    obj["spec"]["taints"] = taints
+                else:
+                    obj["spec"].pop("taints", None)
+                node = self.cluster.update(NODES, "", name, obj, manager="node-lifecycle-controller",
+                                           internal=True)
+            status = copy.deepcopy(node["status"])
+            conditions = {c["type"]: c for c in status.get("conditions") or []}
+            stamp = now_rfc3339()
+            wanted = [("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                       "kubelet has sufficient memory available"),
+                      ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                      ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                      ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+            if down:
+                wanted = [(t, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+                          for t, _, _, _ in wanted]
+            new = []
+            for ctype, value, reason, message in wanted:
+                old = conditions.get(ctype)
+                if old and old["status"] == value and old["reason"] == reason:
+                    new.append(old)
+                else:
+                    new.append({"type": ctype, "status": value, "reason": reason, "message": message,
+                                "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
+            status["conditions"] = new
+            self._set_status(NODES, node, status, "kubelet")
+
+    def node_ready(self, node):
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or [])
+
+    # -------------------------------------------------- namespaces and GC
+    def namespaces(self):
+        for ns in list(self.store.peek_list(NAMESPACES)):
+            if not ns["metadata"].get("deletionTimestamp"):
+                continue
+            name = ns["metadata"]["name"]
+            left = 0
+            for res_key, bucket in list(self.store.objects.items()):
+                res = BY_KEY[res_key]
+                if not res.namespaced:
+                    continue
+                for (namespace, obj_name), obj in list(bucket.items()):
+                    if namespace != name:
+                        continue
+                    left += 1
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        try:
+                            self.cluster.delete(res, name, obj_name)
+                        except ApiError:
+                            pass
+            if left == 0:
+                self.store.delete(NAMESPACES, "", name)
+
+    def garbage_collect(self):
+        owners = set()
+        for res in (DAEMONSETS, REPLICASETS, DEPLOYMENTS):
+            owners |= {o["metadata"]["uid"] for o in self.store.peek_list(res)}
+        foreground = {}
+        orphaning = {}
+        for res in (DAEMONSETS, REPLICASETS, DEPLOYMENTS):
+            for owner in self.store.peek_list(res):
+                finalizers = owner["metadata"].get("finalizers") or []
+                if "foregroundDeletion" in finalizers:
+                    foreground[owner["metadata"]["uid"]] = (res, owner)
+                if "orphan" in finalizers:
+                    orphaning[owner["metadata"]["uid"]] = (res, owner)
+        dependents_left = set()
+        for res in (PODS, REPLICASETS, BY_KEY[("apps", "controllerrevisions")]):
+            for obj in list(self.store.peek_list(res)):
+                refs = obj["metadata"].get("ownerReferences") or []
+                if not refs:
+                    continue
+                uids = {r["uid"] for r in refs}
+                if uids & set(orphaning):
+                    changed = copy.deepcopy(obj)
+                    changed["metadata"]["ownerReferences"] = [r for r in refs if r["uid"] not in orphaning]
+                    self.cluster.update(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
+                                        changed, manager="generic-garbage-collector", internal=True)
+                    continue
+                if uids & set(foreground):
+                    dependents_left |= uids & set(foreground)
+                if not uids & owners or uids & set(foreground):
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        try:
+                            self.cluster.delete(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+                        except ApiError:
+                            pass
+        for table, name in ((foreground, "foregroundDeletion"), (orphaning, "orphan")):
+            for uid, (res, owner) in table.items():
+                if name == "foregroundDeletion" and uid in dependents_left:
+                    continue
+                changed = copy.deepcopy(owner)
+                changed["metadata"]["finalizers"] = [f for f in owner["metadata"]["finalizers"] if f != name]
+                self.cluster.update(res, owner["metadata"].get("namespace", ""), owner["metadata"]["name"], changed,
+                                    manager="generic-garbage-collector", internal=True)
+
+    # ---------------------------------------------- Deployments, ReplicaSets
+    def deployments(self):
+        for deploy in list(self.store.peek_list(DEPLOYMENTS)):
+            if deploy["metadata"].get("deletionTimestamp"):
+                continue
+            spec = deploy["spec"]
+            template_hash = _hash(spec["template"])
+            ns = deploy["metadata"]["namespace"]
+            owned = [rs for rs in self.store.peek_list(REPLICASETS, ns) if owned_by(rs, deploy)]
+            current = next((rs for rs in owned
+                            if rs["metadata"].get("labels", {}).get("pod-template-hash") == template_hash), None)
+            if current is None:
+                template = copy.deepcopy(spec["template"])
+                template.setdefault("metadata", {}).setdefault("labels", {})["pod-template-hash"] = template_hash
+                selector = copy.deepcopy(spec["selector"])
+                selector.setdefault("matchLabels", {})["pod-template-hash"] = template_hash
+                rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                      "metadata": {"name": f"{deploy['metadata']['name']}-{template_hash}", "namespace": ns,
+                                   "labels": template["metadata"]["labels"],
+                                   "ownerReferences": [_owner_ref(deploy)]},
+                      "spec": {"replicas": spec.get("replicas", 1), "selector": selector, "template": template}}
+                try:
+                    current = self.cluster.create(REPLICASETS, ns, rs, manager="kube-controller-manager",
+                                                  internal=True)
+                except ApiError:
+                    continue
+            elif current["spec"].get("replicas") != spec.get("replicas", 1):
+                changed = copy.deepcopy(current)
+                changed["spec"]["replicas"] = spec.get("replicas", 1)
+                current = self.cluster.update(REPLICASETS, ns, current["metadata"]["name"], changed,
+                                              manager="kube-controller-manager", internal=True)
+            for rs in owned:
+                if rs["metadata"]["uid"] != current["metadata"]["uid"] and rs["spec"].get("replicas"):
+                    changed = copy.deepcopy(rs)
+                    changed["spec"]["replicas"] = 0
+                    self.cluster.update(REPLICASETS, ns, rs["metadata"]["name"], changed,
+                                        manager="kube-controller-manager", internal=True)
+            rs_status = current.get("status") or {}
+            replicas = spec.get("replicas", 1)
+            available = rs_status.get("availableReplicas", 0)
+            stamp = now_rfc3339()
+            status = {"observedGeneration": deploy["metadata"]["generation"],
+                      "replicas": sum((r.get("status") or {}).get("replicas", 0) for r in owned) or
+                      rs_status.get("replicas", 0),
+                      "updatedReplicas": rs_status.get("replicas", 0),
+                      "readyReplicas": rs_status.get("readyReplicas", 0),
+                      "availableReplicas": available,
+                      "unavailableReplicas": max(0, replicas - available)}
+            status = {k: v for k, v in status.items() if v or k == "observedGeneration"}
+            old_conditions = {c["type"]: c for c in (deploy.get("status") or {}).get("conditions") or []}
+            conditions = []
+            for ctype, ok, reason, message in (
+                    ("Available", available >= replicas, "MinimumReplicasAvailable" if available >= replicas
+                     else "MinimumReplicasUnavailable", "Deployment has minimum availability." if available >=
+                     replicas else "Deployment does not have minimum availability."),
+                    ("Progressing", True, "NewReplicaSetAvailable" if available >= replicas
+                     else "ReplicaSetUpdated", f'ReplicaSet "{current["metadata"]["name"]}" has successfully '
+                                               "progressed." if available >= replicas else
+                     f'ReplicaSet "{current["metadata"]["name"]}" is progressing.')):
+                value = "True" if ok else "False"
+                old = old_conditions.get(ctype)
+                if old and old["status"] == value and old["reason"] == reason:
+                    conditions.append(old)
+                else:
+                    conditions.append({"type": ctype, "status": value, "reason": reason, "message": message,
+                                       "lastUpdateTime": stamp, "lastTransitionTime": stamp})
+            status["conditions"] = conditions
+            self._set_status(DEPLOYMENTS, deploy, status, "kube-controller-manager")
+
+    def replicasets(self):
+        for rs in list(self.store.peek_list(REPLICASETS)):
+            ns = rs["metadata"]["namespace"]
+            pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, rs)]
+            active = [p for p in pods if not terminal(p) and not p["metadata"].get("deletionTimestamp")]
+            want = 0 if rs["metadata"].get("deletionTimestamp") else rs["spec"].get("replicas", 1)
+            for _ in range(want - len(active)):
+                self._create_pod_from_template(rs, rs["spec"]["template"], f"{rs['metadata']['name']}-",
+                                               REPLICASETS)
+            extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_ready(p)))
+            for pod in extra[:max(0, len(active) - want)]:
+                try:
+                    self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+                except ApiError:
+                    pass
+            ready = [p for p in active if pod_ready(p)]
+            status = {"replicas": len(active), "fullyLabeledReplicas": len(active), "readyReplicas": len(ready),
+                      "availableReplicas": len(ready), "observedGeneration": rs["metadata"]["generation"]}
+            status = {k: v for k, v in status.items() if v or k in ("replicas", "observedGeneration")}
+            self._set_status(REPLICASETS, rs, status, "kube-controller-manager")
+
+    def _create_pod_from_template(self, owner, template, prefix, owner_res, extra_labels=None, node=None):
+        ns = owner["metadata"]["namespace"]
+        key = owner["metadata"]["uid"]
+        if self.backoff.get(key, 0) > time.monotonic():
+            return None
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": prefix + random_suffix(), "namespace": ns,
+                            "labels": dict((template.get("metadata") or {}).get("labels") or {},
+                                           **(extra_labels or {})),
+                            "annotations": dict((template.get("metadata") or {}).get("annotations") or {}),
+                            "ownerReferences": [_owner_ref(owner)]},
+               "spec": copy.deepcopy(template.get("spec") or {})}
+        if not pod["metadata"]["annotations"]:
+            pod["metadata"].pop("annotations")
+        if node is not None:
+            spec = pod["spec"]
+            affinity = spec.setdefault("affinity", {})
+            affinity["nodeAffinity"] = dict(affinity.get("nodeAffinity") or {}, **{
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}]}]}})
+            tolerations = spec.setdefault("tolerations", [])
+            for tol in DS_TOLERATIONS:
+                if not any(t.get("key") == tol["key"] and t.get("effect") == tol["effect"] for t in tolerations):
+                    tolerations.append(dict(tol))
+        try:
+            return self.cluster.create(PODS, ns, pod, manager="kube-controller-manager", internal=True)
+        except ApiError as err:
+            self._event(owner, "FailedCreate", f"Error creating: {err.message}", "Warning",
+                        "daemonset-controller" if owner_res is DAEMONSETS else "replicaset-controller")
+            self.backoff[key] = time.monotonic() + 2.0
+            return None
+
+    # ------------------------------------------------------------ DaemonSets
+    def _ds_should_run(self, ds, node):
+        spec = copy.deepcopy(ds["spec"]["template"].get("spec") or {})
+        tolerations = (spec.get("tolerations") or []) + DS_TOLERATIONS
+        if not pod_matches_node_affinity(spec, node):
+            return False
+        return not untolerated_taints(tolerations, node["spec"].get("taints"))
+
+    def daemonsets(self):
+        nodes = list(self.store.peek_list(NODES))
+        for ds in list(self.store.peek_list(DAEMONSETS)):
+            if ds["metadata"].get("deletionTimestamp"):
+                continue
+            ns = ds["metadata"]["namespace"]
+            template_hash = _hash(ds["spec"]["template"])
+            pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, ds)]
+            by_node = {}
+            for pod in pods:
+                target = pod["spec"].get("nodeName") or _pinned_node(pod)
+                by_node.setdefault(target, []).append(pod)
+            strategy = ds["spec"].get("updateStrategy") or {}
+            desired = [n for n in nodes if self._ds_should_run(ds, n)]
+            max_unavailable = max(1, _percent((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1),
+                                              len(desired))) if strategy.get("type") == "RollingUpdate" else 0
+            desired_names = {n["metadata"]["name"] for n in desired}
+            unavailable = 0
+            for node in desired:
+                live = [p for p in by_node.get(node["metadata"]["name"], [])
+                        if not p["metadata"].get("deletionTimestamp")]
+                if not live or not any(pod_ready(p) for p in live):
+                    unavailable += 1
+            for node in desired:
+                name = node["metadata"]["name"]
+                live = [p for p in by_node.get(name, []) if not p["metadata"].get("deletionTimestamp")]
+                failed = [p for p in live if p.get("status", {}).get("phase") == "Failed"]
+                for pod in failed:
+                    self._event(ds, "FailedDaemonPod", f"Found failed daemon pod {ns}/{pod['metadata']['name']} on "
+                                                       f"node {name}, will try to kill it", "Warning",
+                                "daemonset-controller")
+                    self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+                live = [p for p in live if p not in failed]
+                if not live and not any(p["metadata"].get("deletionTimestamp") for p in by_node.get(name, [])):
+                    created = self._create_pod_from_template(
+                        ds, ds["spec"]["template"], f"{ds['metadata']['name']}-", DAEMONSETS,
+                        {"controller-revision-hash": template_hash, "pod-template-generation":
+                         str(ds["metadata"]["generation"])}, node=name)
+                    if created:
+                        self._event(ds, "SuccessfulCreate", f"Created pod: {created['metadata']['name']}",
+                                    component="daemonset-controller")
+                    continue
+                old = [p for p in live if p["metadata"].get("labels", {}).get("controller-revision-hash")
+                       != template_hash]
+                if old and strategy.get("type") == "RollingUpdate":
+                    for pod in old:
+                        if not pod_ready(pod):
+                            self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+                        elif unavailable < max_unavailable:
+                            unavailable += 1
+                            self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+                            self._event(ds, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
+                                        component="daemonset-controller")
+            for name, pods_there in by_node.items():
+                if name not in desired_names:
+                    for pod in pods_there:
+                        if not pod["metadata"].get("deletionTimestamp"):
+                            self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+            pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, ds)
+                    and not p["metadata"].get("deletionTimestamp")]
+            scheduled = {p["spec"].get("nodeName") or _pinned_node(p) for p in pods}
+            ready_nodes = {p["spec"].get("nodeName") for p in pods if pod_ready(p)}
+            updated = {p["spec"].get("nodeName") or _pinned_node(p) for p in pods
+                       if p["metadata"].get("labels", {}).get("controller-revision-hash") == template_hash}
+            status = {"currentNumberScheduled": len(scheduled & desired_names),
+                      "numberMisscheduled": len(scheduled - desired_names),
+                      "desiredNumberScheduled": len(desired_names),
+                      "numberReady": len(ready_nodes & desired_names),
+                      "observedGeneration": ds["metadata"]["generation"],
+                      "updatedNumberScheduled": len(updated & desired_names),
+                      "numberAvailable": len(ready_nodes & desired_names),
+                      "numberUnavailable": len(desired_names - ready_nodes)}
+            status = {k: v for k, v in status.items()
+                      if v or k in ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled",
+                                    "numberReady")}
+            self._set_status(DAEMONSETS, ds, status, "kube-controller-manager")
+
+    # ------------------------------------------------- disruption budgets
+    def disruption_budgets(self):
+        for pdb in list(self.store.peek_list(PDBS)):
+            ns = pdb["metadata"]["namespace"]
+            selector = pdb["spec"].get("selector")
+            pods = [p for p in self.store.peek_list(PODS, ns) if selector is not None
+                    and selector_matches(selector, p) and not terminal(p)
+                    and not p["metadata"].get("deletionTimestamp")]
+            expected = len(pods)
+            healthy = len([p for p in pods if pod_ready(p)])
+            spec = pdb["spec"]
+            if spec.get("minAvailable") is not None:
+                desired = _percent(spec["minAvailable"], expected)
+            elif spec.get("maxUnavailable") is not None:
+                desired = max(0, expected - _percent(spec["maxUnavailable"], expected))
+            else:
+                desired = expected
+            old = pdb.get("status") or {}
+            disrupted = {k: v for k, v in (old.get("disruptedPods") or {}).items()
+                         if any(p["metadata"]["name"] == k for p in pods)}
+            allowed = max(0, healthy - desired - len(disrupted))
+            stamp = now_rfc3339()
+            value = "True" if allowed > 0 else "False"
+            old_condition = next(iter(old.get("conditions") or []), None)
+            condition = old_condition if old_condition and old_condition["status"] == value else {
+                "type": "DisruptionAllowed", "status": value,
+                "reason": "SufficientPods" if allowed > 0 else "InsufficientPods", "message": "",
+                "lastTransitionTime": stamp, "observedGeneration": pdb["metadata"]["generation"]}
+            condition = dict(condition, observedGeneration=pdb["metadata"]["generation"])
+            status = {"observedGeneration": pdb["metadata"]["generation"], "disruptionsAllowed": allowed,
+                      "currentHealthy": healthy, "desiredHealthy": desired, "expectedPods": expected,
+                      "conditions": [condition]}
+            if disrupted:
+                status["disruptedPods"] = disrupted
+            self._set_status(PDBS, pdb, status, "kube-controller-manager")
+
+    # ------------------------------------------------------------ scheduler
+    def _used(self):
+        used = {}
+        for pod in self.store.peek_list(PODS):
+            node = pod["spec"].get("nodeName")
+            if node and not terminal(pod):
+                bucket = used.setdefault(node, {"pods": 0})
+                bucket["pods"] += 1
+                for name, amount in pod_requests(pod["spec"]).items():
+                    bucket[name] = bucket.get(name, 0) + amount
+        return used
+
+    def schedule(self):
+        pending = [p for p in self.store.peek_list(PODS) if not p["spec"].get("nodeName") and not terminal(p)
+                   and not p["metadata"].get("deletionTimestamp")
+                   and p["spec"].get("schedulerName", "default-scheduler") == "default-scheduler"
+                   and not p["spec"].get("schedulingGates")]
+        if not pending:
+            return
+        nodes = list(self.store.peek_list(NODES))
+        used = self._used()
+        for pod in sorted(pending, key=lambda p: (-p["spec"].get("priority", 0),
+                                                  p["metadata"]["creationTimestamp"])):
+            requests = pod_requests(pod["spec"])
+            reasons, unresolvable, fits = {}, {}, []
+            for node in nodes:
+                why = self._filter(pod, node, requests, used.get(node["metadata"]["name"], {}))
+                if not why:
+                    fits.append(node)
+                    continue
+                for text, hopeless in why:
+                    reasons[text] = reasons.get(text, 0) + 1
+                    unresolvable[text] = hopeless
+            if fits:
+                choice = min(fits, key=lambda n: (used.get(n["metadata"]["name"], {}).get("pods", 0),
+                                                  n["metadata"]["name"]))
+                self._bind(pod, choice)
+                bucket = used.setdefault(choice["metadata"]["name"], {"pods": 0})
+                bucket["pods"] += 1
+                for name, amount in requests.items():
+                    bucket[name] = bucket.get(name, 0) + amount
+                continue
+            total = len(nodes)
+            histogram = ", ".join(sorted(f"{count} {text}" for text, count in reasons.items()))
+            hopeless = sum(c for t, c in reasons.items() if unresolvable[t])
+            preempt = ", ".join(sorted(([f"{total - hopeless} No preemption victims found for incoming pod"]
+                                        if total - hopeless else []) +
+                                       ([f"{hopeless} Preemption is not helpful for scheduling"]
+                                        if hopeless else [])))
+            message = (f"0/{total} nodes are available: {histogram}. preemption: 0/{total} nodes are available: "
+                       f"{preempt}." if total else "no nodes available to schedule pods")
+            self._unschedulable(pod, message)
+
+    def _filter(self, pod, node, requests, used):
+        spec = pod["spec"]
+        tolerations = spec.get("tolerations") or []
+        if node["spec"].get("unschedulable") and not any(
+                (t.get("key") == "node.kubernetes.io/unschedulable" or (not t.get("key") and
+                                                                       t.get("operator") == "Exists"))
+                and t.get("effect") in (None, "", "NoSchedule") for t in tolerations):
+            return [("node(s) were unschedulable", True)]
+        bad = untolerated_taints(tolerations, node["spec"].get("taints"))
+        if bad:
+            taint = bad[0]
+            return [(f"node(s) had untolerated taint {{{taint['key']}: {taint.get('value', '')}}}", True)]
+        if not pod_matches_node_affinity(spec, node):
+            return [("node(s) didn't match Pod's node affinity/selector", True)]
+        allocatable = node["status"].get("allocatable") or {}
+        out = []
+        if used.get("pods", 0) + 1 > int(allocatable.get("pods", "110")):
+            out.append(("Too many pods", False))
+        for name, amount in sorted(requests.items()):
+            if amount <= 0:
+                continue
+            have = quantity(allocatable.get(name, "0")) or 0
+            if used.get(name, 0) + amount > have:
+                out.append((f"Insufficient {name}", False))
+        return out
+
+    def _bind(self, pod, node):
+        obj = copy.deepcopy(pod)
+        obj["spec"]["nodeName"] = node["metadata"]["name"]
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        stored = self.store.replace(PODS, _with_binding_fields(obj))
+        status = copy.deepcopy(stored.get("status") or {})
+        status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"] + [
+            {"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}]
+        self._set_status(PODS, stored, status, "default-scheduler")
+        self._event(stored, "Scheduled", f"Successfully assigned {ns}/{name} to {node['metadata']['name']}",
+                    component="default-scheduler")
+
+    def _unschedulable(self, pod, message):
+        status = copy.deepcopy(pod.get("status") or {})
+        old = next((c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"), None)
+        if old and old.get("message") == message:
+            return
+        status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"] + [
+            {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "lastTransitionTime": now_rfc3339(),
+             "reason": "Unschedulable", "message": message}]
+        self._set_status(PODS, pod, status, "default-scheduler")
+        self._event(pod, "FailedScheduling", message, "Warning", "default-scheduler")
+
+    # -------------------------------------------------------------- kubelet
+    def kubelets(self):
+        now = time.monotonic()
+        nodes = {n["metadata"]["name"]: n for n in self.store.peek_list(NODES)}
+        live_uids = set()
+        for pod in list(self.store.peek_list(PODS)):
+            node_name = pod["spec"].get("nodeName")
+            if not node_name or node_name not in nodes:
+                continue
+            live_uids.add(pod["metadata"]["uid"])
+            node = nodes[node_name]
+            if not self.node_ready(node):
+                continue
+            self._run_pod(pod, node, now)
+        for uid in list(self.pods):
+            if uid not in live_uids:
+                del self.pods[uid]
+        for name, node in nodes.items():
+            self._device_plugin(node, now)
+
+    def _read_file(self, pod, container, path):
+        """A file in the container from a ConfigMap volume, or None."""
+        for mount in container.get("volumeMounts") or []:
+            root = mount["mountPath"].rstrip("/") + "/"
+            if not path.startswith(root):
+                continue
+            volume = next((v for v in pod["spec"].get("volumes") or [] if v["name"] == mount["name"]), {})
+            source = volume.get("configMap")
+            key = mount.get("subPath") or path[len(root):]
+            if source is None and "emptyDir" in volume:
+                return self.pods.get(pod["metadata"]["uid"], {}).get("files", {}).get((mount["name"], key))
+            if source is None:
+                return None
+            cm = self.store.peek(CONFIGMAPS, pod["metadata"]["namespace"], source["name"])
+            if cm is None:
+                return None
+            for item in source.get("items") or []:
+                if item["path"] == key:
+                    key = item["key"]
+            return (cm.get("data") or {}).get(key)
+        return None
+
+    def _allocate(self, pod, node_name):
+        """Device allocation at admission; returns (granted, error message)."""
+        plugin = self.plugins.get(node_name) or {}
+        granted = {}
+        taken = {}
+        for state in self.pods.values():
+            if state.get("node") == node_name and not state.get("released"):
+                for resource, ids in state.get("granted", {}).items():
+                    taken.setdefault(resource, set()).update(ids)
+        for resource, amount in pod_requests(pod["spec"]).items():
+            if "/" not in resource or resource.startswith(("kubernetes.io/", "hugepages-")):
+                continue
+            if amount <= 0:
+                continue
+            healthy = plugin.get("healthy", {}).get(resource) if plugin.get("registered") else None
+            if healthy is None:
+                return None, (f"Allocate failed due to no healthy devices present; cannot allocate unhealthy "
+                              f"devices {resource}, which is unexpected")
+            free = [d for d in healthy if d not in taken.get(resource, set())]
+            if len(free) < int(amount):
+                return None, (f"Allocate failed due to requested number of devices unavailable for {resource}. "
+                              f"Requested: {int(amount)}, Available: {len(free)}, which is unexpected")
+            shared = plugin.get("shared", {}).get(resource)
+            if shared and shared.get("failRequestsGreaterThanOne") and int(amount) > 1:
+                return None, (f"rpc error: code = Unknown desc = request for '{resource}: {int(amount)}' too "
+                              f"large: maximum request size for shared resources is 1")
+            granted[resource] = free[:int(amount)]
+        return granted, None
+
+    def _visible(self, pod, container, state, node):
+        """What the container sees (gpus), and whether the NVIDIA runtime set it up."""
+        runtime = self.cluster.node_runtime(node["metadata"]["name"])
+        handler = pod["spec"].get("runtimeClassName")
+        if handler:
+            rc = self.store.peek(BY_KEY[("node.k8s.io", "runtimeclasses")], "", handler)
+            handler = rc["handler"] if rc else handler
+        else:
+            handler = runtime["defaultRuntime"]
+        gpus = self._healthy_gpus(node["metadata"]["name"])
+        granted_ids = [d for ids in state.get("granted", {}).values() for d in ids]
+        plugin = self.plugins.get(node["metadata"]["name"]) or {}
+        strategies = plugin.get("strategies") or ["envvar"]
+        env = programs.image_env(container.get("image", ""))
+        for item in container.get("env") or []:
+            if "value" in item:
+                env[item["name"]] = item["value"]
+        via_cdi = any(s.startswith("cdi-") for s in strategies) and granted_ids
+        if granted_ids and "envvar" in strategies:
+            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(sorted({d.split("::")[0] for d in granted_ids}))
+        if granted_ids and "volume-mounts" in strategies and not runtime["acceptVolumeMounts"]:
+            pass
+        elif granted_ids and "volume-mounts" in strategies:
+            env["NVIDIA_VISIBLE_DEVICES"] = ",".join(sorted({d.split("::")[0] for d in granted_ids}))
+        if handler != "nvidia" and not (via_cdi and runtime["cdi"]):
+            return [], False
+        seen = gpu_model.visible_devices(gpus, granted_ids) if via_cdi and runtime["cdi"] else []
+        wanted = env.get("NVIDIA_VISIBLE_DEVICES")
+        envvar_honoured = handler == "nvidia" and (runtime["acceptEnvvarUnprivileged"] or _privileged(container))
+        if wanted and envvar_honoured and wanted not in ("void", "none"):
+            if wanted == "all":
+                seen = gpu_model.all_devices(gpus)
+            else:
+                extra = gpu_model.visible_devices(gpus, wanted.split(","))
+                seen = seen + [d for d in extra if d not in seen]
+        return seen, True
+
+    def _healthy_gpus(self, node_name):
+        gpus = self.cluster.gpus.get(node_name, [])
+        lost = self.cluster.faults.active("gpu-lost", node=node_name)
+        if lost:
+            gpus = gpus[:max(0, len(gpus) - int(lost.get("gpus", 1)))]
+        return gpus
+
+    def _run_pod(self, pod, node, now):
+        uid = pod["metadata"]["uid"]
+        state = self.pods.get(uid)
+        node_name = node["metadata"]["name"]
+        if state is None:
+            if terminal(pod):
+                self.pods[uid] = {"node": node_name, "released": True, "containers": {}}
+                return
+            slow = self.cluster.faults.active("slow-pod-start")
+            granted, error = self._allocate(pod, node_name)
+            state = self.pods[uid] = {"node": node_name, "granted": granted or {}, "containers": {},
+                                      "start_at": now + self.timing["podStart"] +
+                                      (float(slow.get("delay", 5)) if slow else 0),
+                                      "started": now_rfc3339(), "files": {}, "init_index": 0}
+            if error:
+                state["released"] = True
+                status = {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": error,
+                          "startTime": now_rfc3339(), "qosClass": pod["status"].get("qosClass", "BestEffort")}
+                self._set_status(PODS, pod, status, "kubelet")
+                self._event(pod, "UnexpectedAdmissionError", error, "Warning", host=node_name)
+                return
+            self.ip_counter[node_name] = self.ip_counter.get(node_name, 1) + 1
+            state["ip"] = f"10.244.{self.cluster.node_index.get(node_name, 0)}.{self.ip_counter[node_name] % 250 + 2}"
+        if state.get("released") and not pod["metadata"].get("deletionTimestamp"):
+            return
+        if pod["metadata"].get("deletionTimestamp"):
+            self._stop_pod(pod, state, now)
+            return
+        deadline = pod["spec"].get("activeDeadlineSeconds")
+        if deadline and not terminal(pod) and now - state.get("t0", now) > int(deadline):
+            for cstate in state["containers"].values():
+                if cstate["state"] != "terminated":
+                    self._terminate(cstate, 137, "Error", now)
+            state["deadline"] = True
+        if now < state["start_at"] and not state.get("deadline"):
+            self._write_pod_status(pod, state, node)
+            return
+        state.setdefault("t0", now)
+        if not state.get("deadline"):
+            self._advance(pod, state, node, now)
+        self._write_pod_status(pod, state, node)
+
+    def _advance(self, pod, state, node, now):
+        spec = pod["spec"]
+        inits = spec.get("initContainers") or []
+        restart = spec.get("restartPolicy", "Always")
+        while state["init_index"] < len(inits):
+            container = inits[state["init_index"]]
+            cstate = state["containers"].setdefault(container["name"], self._new_container())
+            self._step(pod, container, cstate, state, node, now, "OnFailure" if restart == "Always" else restart,
+                       init=True)
+            if cstate["state"] == "terminated" and cstate["rc"] == 0:
+                state["init_index"] += 1
+                continue
+            return
+        for container in spec.get("containers") or []:
+            cstate = state["containers"].setdefault(container["name"], self._new_container())
+            self._step(pod, container, cstate, state, node, now, restart)
+
+    @staticmethod
+    def _new_container():
+        return {"state": "waiting", "reason": "ContainerCreating", "restarts": 0, "log": "", "next": 0}
+
+    def _step(self, pod, container, cstate, state, node, now, restart, init=False):
+        if cstate["state"] == "waiting" and now >= cstate["next"]:
+            self._start(pod, container, cstate, state, node, now, init)
+        elif cstate["state"] == "running" and cstate.get("ends_at") is not None and now >= cstate["ends_at"]:
+            self._terminate(cstate, cstate["result_rc"], "Completed" if cstate["result_rc"] == 0 else "Error", now)
+            cstate["message"] = self._termination_message(container, cstate)
+        if cstate["state"] == "terminated" and not cstate.get("final"):
+            again = restart == "Always" or (restart == "OnFailure" and cstate["rc"] != 0)
+            if not again:
+                cstate["final"] = True
+                return
+            delay = min(self.timing["crashBackoff"] * (2 ** cstate["restarts"]), self.timing["crashBackoff"] * 8)
+            cstate["last"] = {k: cstate[k] for k in ("rc", "reason", "started_at", "finished_at", "message")
+                              if k in cstate}
+            cstate.update(state="waiting", reason="CrashLoopBackOff", next=now + delay)
+            cstate["restarts"] += 1
+            self._event(pod, "BackOff", f"Back-off restarting failed container {container['name']} in pod "
+                                        f"{pod['metadata']['name']}_{pod['metadata']['namespace']}"
+                                        f"({pod['metadata']['uid']})", "Warning", host=node["metadata"]["name"])
+
+    def _start(self, pod, container, cstate, state, node, now, init):
+        argv = programs.argv_of(container)
+        kind = programs.daemon_kind(argv)
+        devices, tools = self._visible(pod, container, state, node)
+        ctx = programs.Context(devices, tools)
+        cstate.update(state="running", started_at=now_rfc3339(), ends_at=None, kind=kind,
+                      container_id="containerd://" + hashlib.sha256(f"{pod['metadata']['uid']}/{container['name']}/"
+                                                                    f"{cstate['restarts']}".encode()).hexdigest())
+        if cstate["restarts"] == 0:
+            self._event(pod, "Pulled", f'Container image "{container["image"]}" already present on machine',
+                        host=node["metadata"]["name"])
+        self._event(pod, "Created", f"Created container: {container['name']}", host=node["metadata"]["name"])
+        self._event(pod, "Started", f"Started container {container['name']}", host=node["metadata"]["name"])
+        env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
+        if kind == "device-plugin":
+            try:
+                config = gpu_model.plugin_config(argv, env, lambda p: self._read_file(pod, container, p))
+                resources = gpu_model.advertised(self._healthy_gpus(node["metadata"]["name"]), config)
+                if self.cluster.faults.active("plugin-crashloop", node=node["metadata"]["name"]):
+                    raise gpu_model.PluginError("failed to initialize NVML: ERROR_UNKNOWN")
+                cstate["log"] += ("I Starting FS watcher.\nI Starting OS watcher.\nI Starting Plugins.\n"
+                                  "I Loading configuration.\nI Retrieving plugins.\n")
+                for resource in resources:
+                    cstate["log"] += (f"I Starting GRPC server for '{resource}'\nI Starting to serve '{resource}' on "
+                                      f"{DEVICE_PLUGIN_DIR}/nvidia-{resource.split('/')[-1]}.sock\n")
+                cstate["plugin"] = {"resources": resources, "config": config, "since": now,
+                                    "socket_dir": _mounts_host_path(pod, container, DEVICE_PLUGIN_DIR)}
+            except gpu_model.PluginError as err:
+                cstate["log"] += f"E {err}\n"
+                if config_fail_on_init(argv, env):
+                    cstate.update(ends_at=now + self.timing["programRun"], result_rc=1)
+            return
+        if kind == "config-manager":
+            oneshot = env.get("ONESHOT", "false").lower() == "true"
+            chosen, error = self._config_manager(pod, container, env, node)
+            if error:
+                cstate["log"] += f"Error: {error}\n"
+                cstate.update(ends_at=now + self.timing["programRun"], result_rc=1)
+            else:
+                cstate["log"] += f'Updating to config: {chosen}\nSuccessfully updated to config: {chosen}\n'
+                if oneshot:
+                    cstate.update(ends_at=now + self.timing["programRun"], result_rc=0)
+            return
+        if kind is not None:
+            return
+        log, rc = programs.run(argv, ctx)
+        cstate["log"] += log
+        cstate["files"] = ctx.files
+        cstate.update(ends_at=now + self.timing["programRun"], result_rc=rc)
+
+    def _config_manager(self, pod, container, env, node):
+        """NVIDIA's config-manager: pick <label value>.yaml (or DEFAULT_CONFIG) from the configs directory."""
+        label = env.get("NODE_LABEL", "nvidia.com/device-plugin.config")
+        wanted = (node["metadata"].get("labels") or {}).get(label) or env.get("DEFAULT_CONFIG", "")
+        source_dir = env.get("CONFIG_FILE_SRCDIR", "/available-configs")
+        target = env.get("CONFIG_FILE_DST", "/config/config.yaml")
+        available = None
+        for mount in container.get("volumeMounts") or []:
+            if mount["mountPath"].rstrip("/") == source_dir.rstrip("/"):
+                volume = next((v for v in pod["spec"].get("volumes") or [] if v["name"] == mount["name"]), {})
+                if volume.get("configMap"):
+                    cm = self.store.peek(CONFIGMAPS, pod["metadata"]["namespace"], volume["configMap"]["name"])
+                    available = (cm or {}).get("data") or {}
+        if available is None:
+            return None, f"unable to read configs from {source_dir}"
+        if not wanted:
+            if len(available) == 1:
+                wanted = next(iter(available))
+            else:
+                return None, (f"unable to get config: no default config set and {label} label not set on "
+                              f"node, {len(available)} configs available")
+        key = wanted if wanted in available else f"{wanted}.yaml" if f"{wanted}.yaml" in available else None
+        if key is None:
+            return None, f"unable to get config: config '{wanted}' not found in {source_dir}"
+        for mount in container.get("volumeMounts") or []:
+            if target.startswith(mount["mountPath"].rstrip("/") + "/"):
+                state = self.pods.setdefault(pod["metadata"]["uid"], {})
+                state.setdefault("files", {})[(mount["name"], target[len(mount["mountPath"].rstrip("/")) + 1:])] = \
+                    available[key]
+        return wanted, None
+
+    def _terminate(self, cstate, rc, reason, now):
+        cstate.update(state="terminated", rc=rc, reason=reason, finished_at=now_rfc3339(), ends_at=None)
+        cstate.pop("plugin", None)
+
+    @staticmethod
+    def _termination_message(container, cstate):
+        path = container.get("terminationMessagePath", "/dev/termination-log")
+        message = (cstate.get("files") or {}).get(path, "")
+        if not message and container.get("terminationMessagePolicy") == "FallbackToLogsOnError" \
+                and cstate.get("rc"):
+            lines = cstate["log"].splitlines()[-80:]
+            message = "\n".join(lines)[-2048:] + ("\n" if lines else "")
+        return message[:4096]
+
+    def _stop_pod(self, pod, state, now):
+        if "stop_at" not in state:
+            state["stop_at"] = now + min(self.timing["podShutdown"],
+                                         float(pod["metadata"].get("deletionGracePeriodSeconds") or 0) or 0.01)
+            self._event(pod, "Killing", "Stopping container " + ", ".join(
+                c["name"] for c in pod["spec"].get("containers") or []), host=state.get("node"))
+        if now >= state["stop_at"]:
+            for cstate in state["containers"].values():
+                if cstate["state"] != "terminated":
+                    self._terminate(cstate, 0, "Completed", now)
+            state["released"] = True
+            self.cluster.finish_pod_deletion(pod)
+
+    def _write_pod_status(self, pod, state, node):
+        spec = pod["spec"]
+        old = pod.get("status") or {}
+        stamp = now_rfc3339()
+        inits, mains = spec.get("initContainers") or [], spec.get("containers") or []
+        init_statuses = [self._container_status(c, state["containers"].get(c["name"]), init=True) for c in inits]
+        main_statuses = [self._container_status(c, state["containers"].get(c["name"])
+                                                if state["init_index"] >= len(inits) else None, init=False,
+                                                initializing=state["init_index"] < len(inits)) for c in mains]
+        main_states = [state["containers"].get(c["name"]) for c in mains]
+        restart = spec.get("restartPolicy", "Always")
+        phase = "Pending"
+        if state.get("deadline"):
+            phase = "Failed"
+        elif all(s and s["state"] == "terminated" and s.get("final") for s in main_states) and main_states:
+            phase = "Succeeded" if all(s["rc"] == 0 for s in main_states) else "Failed"
+        elif any(s and s["state"] == "terminated" and s.get("final") and s["rc"] != 0 for s in main_states) \
+                and restart == "Never" and all(s and s["state"] == "terminated" for s in main_states):
+            phase = "Failed"
+        elif state["init_index"] >= len(inits) and all(s and s["state"] != "waiting" or (s and s["restarts"])
+                                                        for s in main_states) and main_states:
+            phase = "Running"
+        elif any(s and s.get("final") and s["rc"] != 0 for s in
+                 (state["containers"].get(c["name"]) for c in inits)):
+            phase = "Failed"
+        ready = phase == "Running" and all(cs["ready"] for cs in main_statuses)
+        initialized = state["init_index"] >= len(inits)
+        started = any(s and s["state"] != "waiting" for s in state["containers"].values()) or phase != "Pending"
+        cond_values = [("PodReadyToStartContainers", "True" if started or initialized else "False", None),
+                       ("Initialized", "True" if initialized else "False",
+                        None if initialized else "ContainersNotInitialized"),
+                       ("Ready", "True" if ready else "False",
+                        None if ready else ("PodCompleted" if phase in ("Succeeded", "Failed") else
+                                            "ContainersNotReady")),
+                       ("ContainersReady", "True" if ready else "False",
+                        None if ready else ("PodCompleted" if phase in ("Succeeded", "Failed") else
+                                            "ContainersNotReady")),
+                       ("PodScheduled", "True", None)]
+        old_conditions = {c["type"]: c for c in old.get("conditions") or []}
+        conditions = []
+        for ctype, value, reason in cond_values:
+            previous = old_conditions.get(ctype)
+            if previous and previous["status"] == value and previous.get("reason") == reason:
+                conditions.append(previous)
+                continue
+            condition = {"type": ctype, "status": value, "lastProbeTime": None, "lastTransitionTime": stamp}
+            if reason:
+                condition["reason"] = reason
+                if reason == "ContainersNotReady":
+                    waiting = [c["name"] for c, s in zip(mains, main_statuses) if not s["ready"]]
+                    condition["message"] = f"containers with unready status: [{' '.join(waiting)}]"
+                if reason == "ContainersNotInitialized":
+                    condition["message"] = f"containers with incomplete status: [{' '.join(c['name'] for c in inits)}]"
+            conditions.append(condition)
+        status = {"phase": phase, "conditions": conditions, "hostIP": _internal_ip(node),
+                  "hostIPs": [{"ip": _internal_ip(node)}], "podIP": state.get("ip"),
+                  "podIPs": [{"ip": state.get("ip")}], "startTime": old.get("startTime", stamp),
+                  "containerStatuses": main_statuses, "qosClass": old.get("qosClass", "BestEffort")}
+        if inits:
+            status["initContainerStatuses"] = init_statuses
+        if state.get("deadline"):
+            status.update(reason="DeadlineExceeded",
+                          message="Pod was active on the node longer than the specified deadline")
+        if status["phase"] in ("Succeeded", "Failed"):
+            state["released"] = True
+        self._set_status(PODS, pod, status, "kubelet")
+
+    @staticmethod
+    def _container_status(container, cstate, init, initializing=False):
+        status = {"name": container["name"], "image": container["image"],
+                  "imageID": "", "ready": False, "restartCount": 0, "started": False,
+                  "state": {"waiting": {"reason": "PodInitializing" if initializing else "ContainerCreating"}},
+                  "lastState": {}}
+        if cstate is None:
+            return status
+        status["restartCount"] = cstate["restarts"]
+        if cstate.get("container_id"):
+            status["containerID"] = cstate["container_id"]
+            status["imageID"] = container["image"].split(":")[0] + "@sha256:" + hashlib.sha256(
+                container["image"].encode()).hexdigest()
+        if cstate["state"] == "running":
+            status["state"] = {"running": {"startedAt": cstate["started_at"]}}
+            status["ready"] = not init
+            status["started"] = True
+        elif cstate["state"] == "terminated":
+            term = {"exitCode": cstate["rc"], "reason": cstate["reason"], "startedAt": cstate.get("started_at"),
+                    "finishedAt": cstate["finished_at"], "containerID": cstate.get("container_id", "")}
+            if cstate.get("message"):
+                term["message"] = cstate["message"]
+            status["state"] = {"terminated": term}
+        else:
+            waiting = {"reason": cstate["reason"]}
+            if cstate["reason"] == "CrashLoopBackOff":
+                waiting["message"] = (f"back-off {int(cstate.get('next', 0) and 10 * 2 ** (cstate['restarts'] - 1))}s "
+                                      f"restarting failed container={container['name']} pod=?")
+            status["state"] = {"waiting": waiting}
+        last = cstate.get("last")
+        if last:
+            status["lastState"] = {"terminated": {"exitCode": last.get("rc"), "reason": last.get("reason"),
+                                                  "startedAt": last.get("started_at"),
+                                                  "finishedAt": last.get("finished_at"),
+                                                  "containerID": cstate.get("container_id", ""),
+                                                  **({"message": last["message"]} if last.get("message") else {})}}
+        return status
+
+    def log_of(self, pod, container_name, previous=False):
+        state = self.pods.get(pod["metadata"]["uid"])
+        if state is None:
+            return None
+        cstate = state["containers"].get(container_name)
+        if cstate is None:
+            return None
+        return cstate["log"]
+
+    # ---------------------------------------------------- device plugins
+    def _device_plugin(self, node, now):
+        name = node["metadata"]["name"]
+        running = None
+        if self.node_ready(node):
+            for state in self.pods.values():
+                if state.get("node") != name or state.get("released"):
+                    continue
+                for cstate in state["containers"].values():
+                    plugin = cstate.get("plugin")
+                    if cstate["state"] == "running" and plugin and plugin["socket_dir"] \
+                            and now - plugin["since"] >= self.timing["pluginRegister"]:
+                        running = plugin
+        record = self.plugins.setdefault(name, {"registered": False, "capacity": {}, "healthy": {}})
+        if running:
+            healthy_uuids = {g["uuid"] for g in self._healthy_gpus(name)} | {
+                m["uuid"] for g in self._healthy_gpus(name) for m in g["mig"]}
+            record["registered"] = True
+            record["strategies"] = running["config"]["deviceListStrategy"]
+            slicing = (running["config"].get("sharing") or {}).get("timeSlicing") or {}
+            record["shared"] = {r: slicing for r, ids in running["resources"].items() if any("::" in i for i in ids)}
+            for resource, ids in running["resources"].items():
+                record["capacity"][resource] = len(ids)
+                record["healthy"][resource] = [i for i in ids if i.split("::")[0] in healthy_uuids]
+            for resource in list(record["healthy"]):
+                if resource not in running["resources"]:
+                    record["healthy"][resource] = []
+        else:
+            record["registered"] = False
+            for resource in record["healthy"]:
+                record["healthy"][resource] = []
+        status = copy.deepcopy(node["status"])
+        for resource, count in record["capacity"].items():
+            status["capacity"][resource] = str(count)
+            status["allocatable"][resource] = str(len(record["healthy"].get(resource, [])))
+        self._set_status(NODES, node, status, "kubelet")
+
+
+def config_fail_on_init(argv, env):
+    value = None
+    for arg in argv:
+        if arg.startswith("--fail-on-init-error="):
+            value = arg.split("=", 1)[1]
+    value = value or env.get("FAIL_ON_INIT_ERROR")
+    return value is None or str(value).lower() == "true"
+
+
+def _privileged(container):
+    return bool((container.get("securityContext") or {}).get("privileged"))
+
+
+def _mounts_host_path(pod, container, path):
+    for mount in container.get("volumeMounts") or []:
+        if mount["mountPath"].rstrip("/") != path:
+            continue
+        volume = next((v for v in pod["spec"].get("volumes") or [] if v["name"] == mount["name"]), {})
+        if (volume.get("hostPath") or {}).get("path", "").rstrip("/") == path:
+            return True
+    return False
+
+
+def _internal_ip(node):
+    return next((a["address"] for a in node["status"].get("addresses") or [] if a["type"] == "InternalIP"), "")
+
+
+def _pinned_node(pod):
+    required = (((pod["spec"].get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    for term in required.get("nodeSelectorTerms") or []:
+        for field in term.get("matchFields") or []:
+            if field["key"] == "metadata.name" and field.get("values"):
+                return field["values"][0]
+    return None
+
+
+def _owner_ref(owner):
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def _with_binding_fields(pod):
+    return pod

@@ -1,0 +1,170 @@
+"""In-memory object store: resourceVersions, uids, and a change log for watches.
+
+Semantics from the API concepts page (kubernetes.io/docs/reference/using-api/api-concepts/):
+every write gets a new, cluster-wide resourceVersion; a watch from version N
+replays the changes after N; a version older than the retained history
+answers 410 Gone ("Expired"). Errors are Status objects (api-conventions.md,
+"Response Status Kind").
+"""
+
+import copy
+import datetime
+import threading
+import uuid
+from collections import deque
+
+HISTORY = 20000
+
+
+def now_rfc3339(clock=None):
+    moment = datetime.datetime.now(datetime.timezone.utc) if clock is None else clock
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ApiError(Exception):
+    """An API error, rendered as a metav1.Status."""
+
+    REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+               406: "NotAcceptable", 409: "AlreadyExists", 410: "Expired", 415: "UnsupportedMediaType",
+               422: "Invalid", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+               504: "Timeout"}
+
+    def __init__(self, code, message, reason=None, details=None, retry_after=None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or self.REASONS.get(code, "Unknown")
+        self.details = details
+        self.retry_after = retry_after
+
+    def status(self):
+        body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": self.message, "reason": self.reason, "code": self.code}
+        if self.details:
+            body["details"] = self.details
+        return body
+
+
+def not_found(res, name):
+    return ApiError(404, f'{res.plural}{"." + res.group if res.group else ""} "{name}" not found',
+                    details={"name": name, "group": res.group, "kind": res.plural})
+
+
+def already_exists(res, name):
+    return ApiError(409, f'{res.plural}{"." + res.group if res.group else ""} "{name}" already exists',
+                    "AlreadyExists", {"name": name, "group": res.group, "kind": res.plural})
+
+
+def conflict(res, name, why="the object has been modified; please apply your changes to the latest version "
+                            "and try again"):
+    qualified = f'{res.plural}{"." + res.group if res.group else ""}'
+    return ApiError(409, f'Operation cannot be fulfilled on {qualified} "{name}": {why}', "Conflict",
+                    {"name": name, "group": res.group, "kind": res.plural})
+
+
+def invalid(res, name, causes):
+    """422 with field causes, worded as apiserver's errors.NewInvalid."""
+    kind = res.kind
+    group = res.group
+    text = "; ".join(f"{c['field']}: {c['message']}" if c.get("field") else c["message"] for c in causes)
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiError(422, f'{qualified} "{name}" is invalid: {text}', "Invalid",
+                    {"name": name, "group": group, "kind": kind,
+                     "causes": [{"reason": c.get("reason", "FieldValueInvalid"), "message": c["message"],
+                                 "field": c.get("field", "")} for c in causes]})
+
+
+class Store:
+    """Objects by (group, plural) -> {(namespace, name): object}."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self.rv = 1000
+        self.objects = {}
+        self.log = deque(maxlen=HISTORY)
+        self.oldest = self.rv
+        self.listeners = []
+
+    def _next_rv(self):
+        self.rv += 1
+        return self.rv
+
+    def bucket(self, res):
+        return self.objects.setdefault(res.key, {})
+
+    def get(self, res, namespace, name):
+        with self.lock:
+            obj = self.bucket(res).get((namespace or "", name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def peek(self, res, namespace, name):
+        """The stored object itself, not a copy: callers must not change it."""
+        return self.bucket(res).get((namespace or "", name))
+
+    def list(self, res, namespace=None):
+        with self.lock:
+            items = [o for (ns, _), o in self.bucket(res).items() if namespace in (None, "", ns)]
+            return [copy.deepcopy(o) for o in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""),
+                                                                           o["metadata"]["name"]))]
+
+    def peek_list(self, res, namespace=None):
+        return [o for (ns, _), o in self.bucket(res).items() if namespace in (None, "", ns)]
+
+    def _record(self, res, kind, obj, old):
+        self.log.append((int(obj["metadata"]["resourceVersion"]), res.key, kind, copy.deepcopy(obj), old))
+        if len(self.log) == self.log.maxlen:
+            self.oldest = self.log[0][0]
+        for listener in self.listeners:
+            listener(res, kind, obj, old)
+        self.changed.notify_all()
+
+    def create(self, res, obj):
+        with self.lock:
+            meta = obj["metadata"]
+            key = (meta.get("namespace", "") if res.namespaced else "", meta["name"])
+            if key in self.bucket(res):
+                raise already_exists(res, meta["name"])
+            meta["uid"] = str(uuid.uuid4())
+            meta["creationTimestamp"] = now_rfc3339()
+            meta["resourceVersion"] = str(self._next_rv())
+            if res.generation:
+                meta["generation"] = 1
+            self.bucket(res)[key] = copy.deepcopy(obj)
+            self._record(res, "ADDED", obj, None)
+            return copy.deepcopy(obj)
+
+    def replace(self, res, obj, expect_rv=None):
+        """Store obj in place of the current object; no write when nothing changed."""
+        with self.lock:
+            meta = obj["metadata"]
+            key = (meta.get("namespace", "") if res.namespaced else "", meta["name"])
+            old = self.bucket(res).get(key)
+            if old is None:
+                raise not_found(res, meta["name"])
+            if expect_rv not in (None, "") and expect_rv != old["metadata"]["resourceVersion"]:
+                raise conflict(res, meta["name"])
+            meta["resourceVersion"] = old["metadata"]["resourceVersion"]
+            if obj == old:
+                return copy.deepcopy(old)
+            meta["resourceVersion"] = str(self._next_rv())
+            self.bucket(res)[key] = copy.deepcopy(obj)
+            self._record(res, "MODIFIED", obj, copy.deepcopy(old))
+            return copy.deepcopy(obj)
+
+    def delete(self, res, namespace, name):
+        with self.lock:
+            key = (namespace or "" if res.namespaced else "", name)
+            old = self.bucket(res).pop(key, None)
+            if old is None:
+                raise not_found(res, name)
+            gone = copy.deepcopy(old)
+            gone["metadata"]["resourceVersion"] = str(self._next_rv())
+            self._record(res, "DELETED", gone, None)
+            return gone
+
+    def events_since(self, rv, keys):
+        """Changes after rv for the given resource keys; raises 410 when history is gone."""
+        if rv < self.oldest and len(self.log) == self.log.maxlen:
+            raise ApiError(410, f"too old resource version: {rv} ({self.oldest})", "Expired")
+        return [entry for entry in self.log if entry[0] > rv and entry[1] in keys]
