@@ -258,15 +258,102 @@ def _device_count(facts):
     return count
 
 
-def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",)):
-    """Which pod goes where, and why a node cannot be tested.
+_QUANTITY_RE = re.compile(r"^(?P<number>\d+)(?P<suffix>k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_QUANTITY_SUFFIXES = {None: 1, "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15,
+                      "E": 10 ** 18, "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50,
+                      "Ei": 2 ** 60}
+# Pods shown in a "not tested" reason; the rest are counted.
+BUSY_PODS_NAMED = 5
+
+
+def _pod_name(pod):
+    metadata = (pod or {}).get("metadata") or {}
+    return "%s/%s" % (metadata.get("namespace"), metadata.get("name"))
+
+
+def _container_request(container, resource, pod):
+    """One container's request of an extended resource: its request, else its limit (the API
+    server copies the limit into the request of an extended resource; both must then be equal)."""
+    resources = (container or {}).get("resources") or {}
+    value = (resources.get("requests") or {}).get(resource)
+    if value is None:
+        value = (resources.get("limits") or {}).get(resource)
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _QUANTITY_RE.match(str(value).strip())
+    if not match:
+        raise AnsibleFilterError("pod %s asks for %s %r, which is not a whole number" % (
+            _pod_name(pod), resource, value))
+    return int(match.group("number")) * _QUANTITY_SUFFIXES[match.group("suffix")]
+
+
+def pod_requests(pod, resource):
+    """How much of ``resource`` a pod holds on its node, counted as the scheduler counts it.
+
+    The containers run together, so their requests add up; init containers run
+    one after another before them, so the largest counts; the pod holds the
+    larger of the two. A sidecar (an init container with ``restartPolicy:
+    Always``) keeps running beside the later init containers and the containers,
+    so it is added to both (Kubernetes' resource helpers, PodRequests).
+    """
+    spec = (pod or {}).get("spec") or {}
+    containers = sum(_container_request(c, resource, pod) for c in spec.get("containers") or [])
+    sidecars = 0
+    init_peak = 0
+    for container in spec.get("initContainers") or []:
+        request = _container_request(container, resource, pod)
+        if container.get("restartPolicy") == "Always":
+            sidecars += request
+            init_peak = max(init_peak, sidecars)
+        else:
+            init_peak = max(init_peak, request + sidecars)
+    return max(containers + sidecars, init_peak)
+
+
+def _requests_by_node(pods, resource, own_labels=None):
+    """Node name -> [(pod 'namespace/name', its request)] over the pods that hold resources: bound to a
+    node, not finished (phase Succeeded or Failed), not one of this role's own (``own_labels``)."""
+    by_node = {}
+    for pod in pods or []:
+        node = ((pod or {}).get("spec") or {}).get("nodeName")
+        if not node or ((pod.get("status") or {}).get("phase")) in ("Succeeded", "Failed"):
+            continue
+        labels = ((pod.get("metadata") or {}).get("labels")) or {}
+        if own_labels and all(labels.get(key) == value for key, value in own_labels.items()):
+            continue
+        request = pod_requests(pod, resource)
+        if request > 0:
+            by_node.setdefault(node, []).append((_pod_name(pod), request))
+    return by_node
+
+
+def _busy_reason(allocatable, requested, holders, resource):
+    names = [name for name, _ in holders]
+    shown = ", ".join(names[:BUSY_PODS_NAMED])
+    if len(names) > BUSY_PODS_NAMED:
+        shown += " and %d more" % (len(names) - BUSY_PODS_NAMED)
+    extra = "" if requested == allocatable else ", %d requested" % requested
+    return "not tested: all %d %s are requested by running pods (%s%s)" % (allocatable, resource, shown, extra)
+
+
+def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=None, own_labels=None):
+    """Which pod goes where, which nodes are left alone because they are busy, and why a node cannot be tested.
 
     ``fleet``: [{host, node, facts}] (filter fleet_nodes); ``nodes``: Node
-    objects from the API. Returns {"plan": [{host, node, facts, allocatable,
-    request, expected_devices, pods: {stage: pod name}}], "problems": [sentences]}.
+    objects from the API; ``pods``: Pod objects on those nodes, whose requests
+    of ``resource`` are taken off the node's allocatable (pods labelled with
+    ``own_labels`` are the role's own leftovers, deleted before its pods are
+    created, and do not count). A node with nothing free gets no pod: it is
+    not tested, which is not a failure. Returns {"plan": [{host, node, facts,
+    allocatable, requested, request, expected_devices, pods: {stage: pod
+    name}}], "not_tested": [{host, node, facts, allocatable, requested,
+    holders, reason}], "problems": [sentences]}.
     """
     by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
-    plan, problems = [], []
+    holders_by_node = _requests_by_node(pods, resource, own_labels)
+    plan, not_tested, problems = [], [], []
     for entry in fleet or []:
         node_name, facts = entry.get("node"), entry.get("facts") or {}
         node = by_name.get(node_name)
@@ -288,20 +375,31 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",)):
             problems.append("%s: node %s advertises no %s (allocatable %s); is the device plugin running there?" % (
                 entry.get("host"), node_name, resource, allocatable))
             continue
-        request = 1 if gpus == "one" else count
+        holders = holders_by_node.get(node_name) or []
+        requested = sum(request for _, request in holders)
+        free = count - requested
+        if free < 1:
+            not_tested.append({
+                "host": entry.get("host"), "node": node_name, "facts": facts, "allocatable": count,
+                "requested": requested, "holders": [name for name, _ in holders],
+                "reason": _busy_reason(count, requested, holders, resource)})
+            continue
+        request = 1 if gpus == "one" else free
         devices = _device_count(facts)
         plan.append({
             "host": entry.get("host"),
             "node": node_name,
             "facts": facts,
             "allocatable": count,
+            "requested": requested,
             "request": request,
-            # Time-sliced replicas of one GPU show the same UUID: count only without sharing.
-            "expected_devices": request if request <= devices else None,
+            # Time-sliced replicas of one GPU show the same UUID: count only one device, or
+            # several when every advertised device is a device of its own.
+            "expected_devices": request if request == 1 or (request <= devices and count <= devices) else None,
             "pods": dict((stage, ("gpufleet-smoke-%s-%s" % (stage, node_name))[:253].rstrip("-."))
                          for stage in stages),
         })
-    return {"plan": plan, "problems": problems}
+    return {"plan": plan, "not_tested": not_tested, "problems": problems}
 
 
 def event_words(events, limit=5):
@@ -363,21 +461,27 @@ def pods_needing_logs(pods):
     return names
 
 
-def smoke_rows(plan, results, stages=("nvidia-smi",)):
+def _row(entry):
+    facts = entry.get("facts") or {}
+    gpus = facts.get("gpus") or []
+    names = sorted(set(gpu.get("name") or "unknown" for gpu in gpus))
+    return {"host": entry.get("host"), "node": entry.get("node"),
+            "gpus": "%d x %s" % (len(gpus), ", ".join(names)) if gpus else "0",
+            "driver": facts.get("driver_version"), "cuda": facts.get("cuda_driver_version"),
+            "allocatable": entry.get("allocatable"), "ok": None, "tested": True, "verdict": "not run", "detail": []}
+
+
+def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     """Per node: GPUs, driver, CUDA, allocatable and the verdict over every stage that ran.
 
     ``results``: stage -> rows of smoke_stage_verdicts. A node a stage did
-    not run on (it failed an earlier stage) keeps the earlier verdict.
+    not run on (it failed an earlier stage) keeps the earlier verdict. The
+    nodes of ``not_tested`` (smoke_plan's) follow, with ``ok`` null (neither
+    passed nor failed), ``tested`` false and their reason as the verdict.
     """
     rows = []
     for entry in plan or []:
-        facts = entry.get("facts") or {}
-        gpus = facts.get("gpus") or []
-        names = sorted(set(gpu.get("name") or "unknown" for gpu in gpus))
-        row = {"host": entry.get("host"), "node": entry.get("node"),
-               "gpus": "%d x %s" % (len(gpus), ", ".join(names)) if gpus else "0",
-               "driver": facts.get("driver_version"), "cuda": facts.get("cuda_driver_version"),
-               "allocatable": entry.get("allocatable"), "ok": None, "verdict": "not run", "detail": []}
+        row = _row(entry)
         for stage in stages:
             verdict = next((r for r in (results or {}).get(stage) or [] if r.get("node") == entry.get("node")), None)
             if verdict is None:
@@ -396,19 +500,31 @@ def smoke_rows(plan, results, stages=("nvidia-smi",)):
             row["verdict"] = "passed " + ", ".join(s for s in stages if s in (results or {}))
             row["detail"].append("%s: %s" % (stage, verdict["reason"]))
         rows.append(row)
+    for entry in not_tested or []:
+        row = _row(entry)
+        row["tested"] = False
+        row["verdict"] = entry.get("reason") or "not tested"
+        row["detail"].append(row["verdict"])
+        rows.append(row)
     return rows
 
 
 def smoke_summary(rows):
-    """Rows of {node, gpus, driver, cuda, allocatable, verdict} -> aligned text lines."""
+    """Rows of {node, gpus, driver, cuda, allocatable, verdict} -> aligned text lines, and a last line
+    that counts and names the nodes not tested (``tested`` false), when there are any."""
     header = ("NODE", "GPUS", "DRIVER", "CUDA", "ALLOCATABLE", "VERDICT")
     table = [header]
     for row in rows or []:
         table.append(tuple(str(row.get(key) if row.get(key) not in (None, "") else "-")
                            for key in ("node", "gpus", "driver", "cuda", "allocatable", "verdict")))
     widths = [max(len(line[column]) for line in table) for column in range(len(header) - 1)]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths)) + "  " + line[-1]
-            for line in table]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(line[:-1], widths)) + "  " + line[-1]
+             for line in table]
+    skipped = [row for row in rows or [] if row.get("tested") is False]
+    if skipped:
+        lines.append("%d of %d GPU nodes not tested: %s" % (len(skipped), len(rows), "; ".join(
+            "%s (%s)" % (row.get("node"), re.sub(r"^not tested: ", "", row.get("verdict") or "")) for row in skipped)))
+    return lines
 
 
 class FilterModule(object):

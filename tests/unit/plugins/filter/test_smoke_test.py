@@ -308,3 +308,110 @@ def test_a_termination_message_the_kubelet_cut_is_read_from_the_log():
     assert not st.smoke_verdict(cut, facts, expected_devices=56)["ok"]
     verdict = st.smoke_verdict(cut, facts, expected_devices=56, log=full)
     assert verdict["ok"] and len(verdict["devices"]) == 56
+
+
+# ---- nodes whose GPUs are all requested by running pods ------------------------------
+
+def workload(namespace, name, node, containers, init=(), phase="Running", labels=None):
+    """A Pod as the API returns it: containers given as (requests, limits) of nvidia.com/gpu."""
+    def body(index, spec):
+        requests, limits = spec[:2]
+        resources = {}
+        if requests is not None:
+            resources["requests"] = {"cpu": "1", "nvidia.com/gpu": requests}
+        if limits is not None:
+            resources["limits"] = {"memory": "1Gi", "nvidia.com/gpu": limits}
+        container = {"name": "c%d" % index, "image": "train:1", "resources": resources}
+        if len(spec) > 2:
+            container["restartPolicy"] = spec[2]
+        return container
+    return {"metadata": {"namespace": namespace, "name": name, "labels": labels or {}},
+            "spec": {"nodeName": node, "containers": [body(n, c) for n, c in enumerate(containers)],
+                     "initContainers": [body(n, c) for n, c in enumerate(init)]},
+            "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize("pod, requested", [
+    (workload("ml", "a", "n", [("2", "2")]), 2),
+    (workload("ml", "a", "n", [(None, "2"), (1, None)]), 3),           # a limit alone is the request
+    (workload("ml", "a", "n", [("1", "1")], init=[("3", "3"), ("2", "2")]), 3),  # max(max(init), sum)
+    (workload("ml", "a", "n", [("2", "2"), ("2", "2")], init=[("3", "3")]), 4),
+    # A sidecar (init container with restartPolicy Always) runs beside the containers: added to them.
+    (workload("ml", "a", "n", [("1", "1")], init=[("1", "1", "Always"), ("1", "1")]), 2),
+    (workload("ml", "a", "n", [(None, None)]), 0),
+])
+def test_a_pod_requests_what_the_scheduler_counts(pod, requested):
+    assert st.pod_requests(pod, "nvidia.com/gpu") == requested
+
+
+def test_a_quantity_that_is_not_a_whole_number_is_named():
+    with pytest.raises(AnsibleFilterError, match="ml/a.*'half'"):
+        st.pod_requests(workload("ml", "a", "n", [("half", "half")]), "nvidia.com/gpu")
+
+
+OWN = {"app.kubernetes.io/name": "gpufleet-smoke-test", "app.kubernetes.io/managed-by": "gpufleet.nvidia"}
+
+
+def busy_pods():
+    return [
+        workload("ml", "train-0", "node-a", [("2", "2")]),
+        workload("ml", "finished", "node-a", [("4", "4")], phase="Succeeded"),
+        workload("ml", "failed", "node-a", [("4", "4")], phase="Failed"),
+        workload("gpufleet-smoke-test", "gpufleet-smoke-nvidia-smi-node-a", "node-a", [("4", "4")], labels=OWN),
+        workload("ml", "train-1", "node-b", [("3", "3")]),
+        workload("ml", "infer-0", "node-b", [(None, "1")], init=[("1", "1")]),
+        workload("ml", "elsewhere", "node-z", [("8", "8")]),
+        dict(workload("ml", "pending", None, [("8", "8")]), status={"phase": "Pending"}),
+    ]
+
+
+def test_plan_asks_only_for_what_running_pods_leave_free():
+    answer = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "all", pods=busy_pods(), own_labels=OWN)
+    # node-a: 4 allocatable, train-0 holds 2 (finished pods, our own leftover and other nodes do not count).
+    assert [(e["node"], e["allocatable"], e["requested"], e["request"]) for e in answer["plan"]] == [
+        ("node-a", 4, 2, 2)]
+    assert answer["problems"] == []
+    # node-b: train-1 (3) and infer-0 (1) hold all 4: no pod, no failure, a reason.
+    (busy,) = answer["not_tested"]
+    assert (busy["host"], busy["node"], busy["allocatable"], busy["requested"]) == ("mig", "node-b", 4, 4)
+    assert busy["reason"] == "not tested: all 4 nvidia.com/gpu are requested by running pods (ml/train-1, ml/infer-0)"
+    one = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one", pods=busy_pods(), own_labels=OWN)
+    assert [(e["node"], e["request"], e["expected_devices"]) for e in one["plan"]] == [("node-a", 1, 1)]
+
+
+def test_time_sliced_replicas_left_free_are_not_counted_as_distinct_gpus():
+    # node-a: one H100 advertised 4 times; 2 replicas free may be the same GPU.
+    plan = st.smoke_plan(fleet()[:1], NODES, "nvidia.com/gpu", "all", pods=busy_pods(), own_labels=OWN)["plan"]
+    assert [(e["request"], e["expected_devices"]) for e in plan] == [(2, None)]
+
+
+def test_many_busy_pods_are_cut_short_in_the_reason():
+    pods = [workload("ml", "w%d" % n, "node-b", [("1", "1")]) for n in range(8)]
+    nodes = [node("node-b", {"nvidia.com/gpu": "8"})]
+    (busy,) = st.smoke_plan(fleet()[1:2], nodes, "nvidia.com/gpu", "one", pods=pods)["not_tested"]
+    assert busy["reason"] == ("not tested: all 8 nvidia.com/gpu are requested by running pods "
+                              "(ml/w0, ml/w1, ml/w2, ml/w3, ml/w4 and 3 more)")
+
+
+def test_a_node_not_tested_is_in_the_rows_and_the_summary_without_failing():
+    answer = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one", pods=busy_pods(), own_labels=OWN)
+    seen = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: %s)" % H100["gpus"][0]["uuid"]
+    verdicts = st.smoke_stage_verdicts(answer["plan"], [pod("Succeeded", seen)], stage="nvidia-smi")
+    rows = st.smoke_rows(answer["plan"], {"nvidia-smi": verdicts}, ["nvidia-smi"], not_tested=answer["not_tested"])
+    assert [(r["node"], r["ok"], r["verdict"]) for r in rows] == [
+        ("node-a", True, "passed nvidia-smi"),
+        ("node-b", None, "not tested: all 4 nvidia.com/gpu are requested by running pods (ml/train-1, ml/infer-0)")]
+    assert [r for r in rows if r["ok"] is False] == []  # the play's failure test finds nothing
+    text = st.smoke_summary(rows)
+    assert text[-1] == ("1 of 2 GPU nodes not tested: node-b (all 4 nvidia.com/gpu are requested by running pods "
+                        "(ml/train-1, ml/infer-0))")
+    assert text[2].split()[0] == "node-b" and text[2].endswith("(ml/train-1, ml/infer-0)")
+
+
+def test_every_node_busy_plans_no_pod():
+    pods = [workload("ml", "big-%s" % name, name, [("4", "4")]) for name in ("node-a", "node-b")]
+    answer = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "all", pods=pods)
+    assert answer["plan"] == [] and answer["problems"] == []
+    assert [b["node"] for b in answer["not_tested"]] == ["node-a", "node-b"]
+    rows = st.smoke_rows([], {}, ["nvidia-smi"], not_tested=answer["not_tested"])
+    assert st.smoke_summary(rows)[-1].startswith("2 of 2 GPU nodes not tested: node-a (all 4 nvidia.com/gpu")
