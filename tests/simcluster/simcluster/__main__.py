@@ -76,8 +76,10 @@ def serve(args):
 
     signal.signal(signal.SIGTERM, finish)
     signal.signal(signal.SIGINT, finish)
-    while True:
-        time.sleep(3600)
+    # --ttl: a test run that dies before its stop step leaves nothing running for long.
+    time.sleep(args.ttl if args.ttl else 10 ** 9)
+    print(f"simcluster: --ttl {args.ttl} s reached, stopping", flush=True)
+    finish()
 
 
 def _context(kubeconfig):
@@ -110,7 +112,7 @@ def start(args):
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     process = subprocess.Popen(  # pylint: disable=consider-using-with
         [sys.executable, "-m", "simcluster", "serve", "--cluster", args.cluster, "--kubeconfig", args.kubeconfig,
-         "--port", str(args.port)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+         "--port", str(args.port), "--state", args.state, "--ttl", str(args.ttl)], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         start_new_session=True, env=env)
     with open(pid_file, "w", encoding="utf-8") as handle:
         handle.write(str(process.pid))
@@ -183,6 +185,7 @@ def main(argv=None):
         command.add_argument("--kubeconfig", required=True, help="where to write the kubeconfig")
         command.add_argument("--port", type=int, default=0)
         command.add_argument("--state", default=DEFAULT_STATE, help="pid and log folder")
+        command.add_argument("--ttl", type=int, default=0, help="stop by itself after this many seconds")
     command = commands.add_parser("stop")
     command.add_argument("--state", default=DEFAULT_STATE)
     command = commands.add_parser("fault")

@@ -24,6 +24,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import yaml
 
+from . import openapi
 from .controllers import pod_ready
 from .resources import BY_KEY, RESOURCES, SUBRESOURCE_KINDS, group_versions, lookup
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector, \
@@ -322,6 +323,18 @@ class Handler(BaseHTTPRequestHandler):
                              "gitVersion": f"v{cluster.version}", "gitCommit": "0" * 40, "gitTreeState": "clean",
                              "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24.0", "compiler": "gc",
                              "platform": "linux/amd64"})
+            return
+        if path == "/openapi/v3":
+            self._send(200, openapi.index())
+            return
+        if path.startswith("/openapi/v3/"):
+            parts = path[len("/openapi/v3/"):].split("/")
+            group, version = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else (
+                (parts[1], parts[2]) if parts[0] == "apis" and len(parts) == 3 else (None, None))
+            doc = openapi.document(group, version) if version else None
+            if doc is None:
+                raise ApiError(404, "404 page not found", "NotFound")
+            self._send(200, doc)
             return
         if path == "/api":
             host = self.headers.get("Host", "")
