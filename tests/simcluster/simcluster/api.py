@@ -34,6 +34,7 @@ from .store import ApiError, not_found, now_rfc3339
 PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
                "application/strategic-merge-patch+json": "strategic", "application/apply-patch+yaml": "apply",
                "application/apply-patch+cbor": None}
+PUBLIC_PATHS = ("/healthz", "/livez", "/readyz", "/version")
 
 
 def _age(stamp):
@@ -269,7 +270,12 @@ class Handler(BaseHTTPRequestHandler):
             if path.startswith("/simcluster/"):
                 self._admin(verb, path)
                 return
-            if self.headers.get("Authorization") != f"Bearer {state.token}":
+            # Anonymous requests may read the health checks and /version: the default
+            # system:public-info-viewer ClusterRole is bound to system:unauthenticated
+            # (kubernetes.io/docs/reference/access-authn-authz/rbac/#discovery-roles);
+            # a wrong token is still 401.
+            anonymous = "Authorization" not in self.headers and verb == "GET" and path in PUBLIC_PATHS
+            if self.headers.get("Authorization") != f"Bearer {state.token}" and not anonymous:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             cluster = state.cluster
             with cluster.lock:
