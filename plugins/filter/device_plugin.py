@@ -122,11 +122,57 @@ def _normalise(settings):
     }
 
 
-def device_plugin_configs_errors(settings, node_configs=None):
-    """Every problem with the role's settings and its per-node configs, each naming its variable."""
+RUNTIME_ENVVAR_CHOICES = ("accept", "ignore")
+
+
+def _runtime_problem(settings, runtime, where):
+    """Whether a config's device list strategy contradicts how the nodes' NVIDIA runtime treats
+    NVIDIA_VISIBLE_DEVICES from unprivileged containers (``runtime``: accept or ignore).
+
+    The runtime (its legacy hook, and its CDI mode) takes the devices an
+    unprivileged container gets from that variable only while
+    ``accept-nvidia-visible-devices-envvar-when-unprivileged`` is true, NVIDIA's
+    default. The plugin sets the variable with envvar and volume-mounts (over the
+    image's own value); with the CDI strategies alone it does not, so an image's
+    NVIDIA_VISIBLE_DEVICES=all reaches the runtime.
+    """
+    strategies = settings.get("device_list_strategy")
+    if strategies is None or device_plugin_settings_errors({"device_list_strategy": strategies}, where):
+        return None
+    strategies = [strategies] if isinstance(strategies, str) else list(strategies)
+    cdi = [s for s in strategies if s.startswith("cdi-")]
+    sets_envvar = "envvar" in strategies or "volume-mounts" in strategies
+    if runtime == "accept" and cdi and not sets_envvar:
+        return ("%s is %r while gpu_device_plugin_runtime_visible_devices_envvar is accept: the plugin passes devices "
+                "through CDI only, and the NVIDIA runtime honours NVIDIA_VISIBLE_DEVICES from unprivileged "
+                "containers, so an image that sets NVIDIA_VISIBLE_DEVICES=all sees every GPU of its node. Set "
+                "gpu_container_toolkit_visible_devices_envvar: ignore on the GPU nodes and "
+                "gpu_device_plugin_runtime_visible_devices_envvar: ignore here, or add envvar to the strategies"
+                % (where, strategies))
+    if runtime == "ignore" and not cdi and "volume-mounts" not in strategies:
+        return ("%s is %r while gpu_device_plugin_runtime_visible_devices_envvar is ignore: the NVIDIA runtime ignores "
+                "the NVIDIA_VISIBLE_DEVICES the plugin passes to unprivileged containers, so GPU pods get no GPU. Use "
+                "cdi-cri or cdi-annotations (with gpu_container_toolkit_cdi), or leave "
+                "gpu_container_toolkit_visible_devices_envvar and gpu_device_plugin_runtime_visible_devices_envvar at "
+                "accept" % (where, strategies))
+    return None
+
+
+def device_plugin_configs_errors(settings, node_configs=None, runtime_visible_devices_envvar=None):
+    """Every problem with the role's settings and its per-node configs, each naming its variable.
+
+    With ``runtime_visible_devices_envvar`` (accept or ignore: whether the nodes'
+    NVIDIA runtime honours NVIDIA_VISIBLE_DEVICES from unprivileged containers),
+    a device list strategy that contradicts it is a problem too.
+    """
     if not isinstance(node_configs or {}, dict):
         return ["gpu_device_plugin_node_configs must be a dict of name: settings, got %r" % (node_configs,)]
+    runtime = runtime_visible_devices_envvar
     errors = device_plugin_settings_errors(settings or {}, "gpu_device_plugin")
+    if runtime is not None and runtime not in RUNTIME_ENVVAR_CHOICES:
+        errors.append("gpu_device_plugin_runtime_visible_devices_envvar is %r; use accept or ignore" % (runtime,))
+        runtime = None
+    checked = [("gpu_device_plugin_device_list_strategy", dict({"device_list_strategy": ["envvar"]}, **(settings or {})))]
     for name in sorted(node_configs or {}, key=str):
         where = "gpu_device_plugin_node_configs[%r]" % (name,)
         if name == "default" or not isinstance(name, str) or not _CONFIG_NAME_RE.match(name):
@@ -136,6 +182,11 @@ def device_plugin_configs_errors(settings, node_configs=None):
         # The override alone: keys it leaves out take valid defaults, so
         # only its own settings are reported under its name.
         errors.extend(device_plugin_settings_errors(node_configs[name], where))
+        if isinstance(node_configs[name], dict) and "device_list_strategy" in node_configs[name]:
+            checked.append((where + ".device_list_strategy", node_configs[name]))
+    if runtime is not None:
+        errors.extend(problem for problem in (_runtime_problem(config, runtime, where) for where, config in checked)
+                      if problem)
     return errors
 
 
@@ -180,12 +231,14 @@ def device_plugin_config(settings):
     return config
 
 
-def device_plugin_needs_sys_admin(configs):
-    """Whether any config needs CAP_SYS_ADMIN: MIG (a strategy other than none) or volume-mounts.
-
-    NVIDIA's chart grants SYS_ADMIN for exactly these; otherwise the plugin
-    runs with every capability dropped.
+def device_plugin_needs_sys_admin(configs, runtime_visible_devices_envvar="accept"):
+    """Whether the plugin needs CAP_SYS_ADMIN: MIG (a strategy other than none) or volume-mounts in any
+    config, as NVIDIA's chart grants it, or a runtime that ignores NVIDIA_VISIBLE_DEVICES from unprivileged
+    containers (``ignore``): the plugin's own container asks for every GPU that way, and the runtime counts
+    a container with CAP_SYS_ADMIN as privileged. Otherwise the plugin runs with every capability dropped.
     """
+    if runtime_visible_devices_envvar == "ignore":
+        return True
     for settings in (configs or {}).values():
         options = _normalise(settings)
         if options["mig_strategy"] != "none" or "volume-mounts" in options["device_list_strategy"]:

@@ -337,6 +337,65 @@ def docker_daemon_config(current, settings):
     return merged
 
 
+# ---------------------------------------------------------------- the NVIDIA runtime's config.toml
+
+# Top-level keys of the NVIDIA runtime's /etc/nvidia-container-runtime/config.toml and the value
+# the toolkit takes when a key is absent (internal/config in NVIDIA/nvidia-container-toolkit).
+NVIDIA_RUNTIME_DEFAULTS = {
+    "accept-nvidia-visible-devices-envvar-when-unprivileged": True,
+    "accept-nvidia-visible-devices-as-volume-mounts": False,
+}
+
+
+def _same(one, other):
+    return type(one) is type(other) and one == other
+
+
+def nvidia_runtime_config_set(text, settings):
+    """The NVIDIA runtime's config.toml text with top-level keys set, every other line as it was.
+
+    ``settings`` maps top-level keys to plain values. A key that already has the
+    value (or is absent and the toolkit's default is that value) is left alone,
+    so a file that already says so comes back unchanged. Otherwise its top-level
+    line is replaced in place, or a line is added below the toolkit's commented
+    default (``#key = ...``), else before the first table. A missing or empty
+    file becomes just the settings. The result is parsed back and compared.
+    """
+    if not isinstance(settings, dict) or not all(
+            isinstance(key, str) and isinstance(value, (bool, int, float, str)) for key, value in settings.items()):
+        raise AnsibleFilterError("nvidia_runtime_config_set sets top-level keys to plain values, got %r" % (settings,))
+    before = _loads(text, "config.toml")
+    wanted = dict((key, value) for key, value in settings.items()
+                  if not _same(before.get(key, NVIDIA_RUNTIME_DEFAULTS.get(key)), value))
+    if not wanted:
+        return text
+    if not (text or "").strip():
+        return "".join("%s = %s\n" % (_key(key), _value(value, [key])) for key, value in wanted.items())
+    # Split at \n only and keep a \r before it, as containerd_set_imports does.
+    lines = text.split("\n")
+    eol = "\r" if lines[0].endswith("\r") else ""
+    for key, value in wanted.items():
+        end = _top_level_span(lines)
+        if end == len(lines) and lines[-1] == "":
+            end -= 1  # a file without tables: before its final line end
+        assignment = "%s = %s%s" % (_key(key), _value(value, [key]), eol)
+        names = "(?:%s)" % "|".join(re.escape(form) for form in (key, _string(key), "'%s'" % key))
+        setting = [index for index in range(end) if re.match(r"^\s*%s\s*=" % names, lines[index])]
+        if setting:
+            lines[setting[0]] = assignment
+            continue
+        comment = [index for index in range(end) if re.match(r"^\s*#\s*%s\s*=" % names, lines[index])]
+        lines.insert(comment[0] + 1 if comment else end, assignment)
+    result = "\n".join(lines)
+    after = _loads(result, "config.toml as rewritten")
+    if (any(not _same(after.get(key), value) for key, value in settings.items() if key in wanted)
+            or dict((k, v) for k, v in after.items() if k not in wanted) != dict(
+                (k, v) for k, v in before.items() if k not in wanted)):
+        raise AnsibleFilterError("config.toml: could not set %s in place without changing anything else; set %s"
+                                 % (", ".join(sorted(wanted)), "it" if len(wanted) == 1 else "them") + " by hand")
+    return result
+
+
 class FilterModule:
     """Runtime configuration for the NVIDIA container runtime."""
 
@@ -353,4 +412,5 @@ class FilterModule:
             "containerd_dump_problems": containerd_dump_problems,
             "crio_nvidia_dropin": crio_nvidia_dropin,
             "docker_daemon_config": docker_daemon_config,
+            "nvidia_runtime_config_set": nvidia_runtime_config_set,
         }

@@ -58,6 +58,8 @@ DEVICE_PLUGIN_CASES = {
                    "gpu_device_plugin_image_pull_secrets": ["mirror-pull", "backup-pull"],
                    "gpu_device_plugin_resources": {"requests": {"cpu": "10m", "memory": "32Mi"},
                                                    "limits": {"memory": "128Mi"}}},
+    "cdi-envvar-ignored": {"gpu_device_plugin_device_list_strategy": ["cdi-cri"],
+                           "gpu_device_plugin_runtime_visible_devices_envvar": "ignore"},
     "per-node-cdi-secrets": {"gpu_device_plugin_node_configs": {"cdi": {"device_list_strategy": ["cdi-cri"]}},
                              "gpu_device_plugin_image_pull_secrets": ["mirror-pull"],
                              "gpu_device_plugin_namespace": "gpu-operator-resources"},
@@ -109,8 +111,11 @@ def test_device_plugin_manifests_do_what_the_role_promises(case):
         assert image.endswith(":v0.20.1@" + overrides["gpu_device_plugin_image_digest"])
     assert [s["name"] for s in spec.get("imagePullSecrets", [])] == overrides.get(
         "gpu_device_plugin_image_pull_secrets", [])
-    # Never privileged; SYS_ADMIN exactly when MIG or volume-mounts need it; every capability dropped.
-    sys_admin = dp.device_plugin_needs_sys_admin(configs)
+    # Never privileged; SYS_ADMIN exactly when MIG, volume-mounts or a runtime that ignores the envvar need it;
+    # every capability dropped.
+    sys_admin = dp.device_plugin_needs_sys_admin(
+        configs, overrides.get("gpu_device_plugin_runtime_visible_devices_envvar", "accept"))
+    assert sys_admin is (case in ("mig-single", "mig-mixed-volume-mounts", "per-node-configs", "cdi-envvar-ignored"))
     for container in containers(spec):
         security = container["securityContext"]
         assert "privileged" not in security and security["allowPrivilegeEscalation"] is False
@@ -361,3 +366,20 @@ def test_helm_installs_into_the_namespace_applied_before_it_and_never_creates_on
     assert names.index(apply["name"]) < names.index(helm["name"])
     assert "when" not in apply  # applied with either method
     assert "__gpu_device_plugin_manifest_kinds" in str(tasks[names.index("Render the manifests")])
+
+
+@pytest.mark.parametrize("strategy, runtime, refused", [
+    (["envvar"], "accept", False),
+    (["cdi-cri"], "accept", True),
+    (["cdi-cri"], "ignore", False),
+    (["cdi-annotations", "envvar"], "accept", False),
+    (["envvar"], "ignore", True),
+])
+def test_the_preflight_weighs_the_strategy_against_the_nodes_runtime(strategy, runtime, refused):
+    (check,) = [task for task in role_tasks("gpu_device_plugin", "preflight.yml") if task["name"] == "Check the settings"]
+    errors = role_value("gpu_device_plugin", check["vars"]["__gpu_device_plugin_errors"], hostvars={},
+                        gpu_device_plugin_device_list_strategy=strategy,
+                        gpu_device_plugin_runtime_visible_devices_envvar=runtime)
+    assert bool(errors) is refused, errors
+    if refused:
+        assert "gpu_device_plugin_runtime_visible_devices_envvar is %s" % runtime in errors[0]

@@ -386,3 +386,53 @@ def test_drain_leftovers_are_only_pods_a_drain_should_evict():
     pods = [p("plugin", owner="DaemonSet"), p("kube-proxy", mirror=True), p("done", phase="Succeeded"),
             p("training", owner="ReplicaSet"), p("bare")]
     assert dp.drain_leftovers(pods) == ["ns/training", "ns/bare"]
+
+
+# ---- the device list strategy against how the NVIDIA runtime treats NVIDIA_VISIBLE_DEVICES ---------
+
+CDI_LEAK = ("gpu_device_plugin_device_list_strategy is ['cdi-cri'] while gpu_device_plugin_runtime_visible_devices_envvar "
+            "is accept: the plugin passes devices through CDI only, and the NVIDIA runtime honours "
+            "NVIDIA_VISIBLE_DEVICES from unprivileged containers, so an image that sets NVIDIA_VISIBLE_DEVICES=all sees "
+            "every GPU of its node. Set gpu_container_toolkit_visible_devices_envvar: ignore on the GPU nodes and "
+            "gpu_device_plugin_runtime_visible_devices_envvar: ignore here, or add envvar to the strategies")
+
+
+@pytest.mark.parametrize("settings, node_configs, runtime, errors", [
+    # NVIDIA's defaults: envvar, and a runtime that honours it.
+    ({}, {}, "accept", []),
+    # CDI alone while the runtime honours the image's own NVIDIA_VISIBLE_DEVICES=all: every GPU leaks.
+    ({"device_list_strategy": ["cdi-cri"]}, {}, "accept", [CDI_LEAK]),
+    ({"device_list_strategy": ["cdi-annotations"]}, {}, "accept", [CDI_LEAK.replace("['cdi-cri']", "['cdi-annotations']")]),
+    # With envvar (or volume-mounts) as well the plugin sets NVIDIA_VISIBLE_DEVICES itself, over the image's.
+    ({"device_list_strategy": ["cdi-cri", "envvar"]}, {}, "accept", []),
+    ({"device_list_strategy": ["cdi-cri", "volume-mounts"]}, {}, "accept", []),
+    # The runtime ignores the variable: CDI is safe, envvar alone gives pods no GPU.
+    ({"device_list_strategy": ["cdi-cri"]}, {}, "ignore", []),
+    ({"device_list_strategy": ["cdi-annotations", "envvar"]}, {}, "ignore", []),
+    ({}, {}, "ignore", [
+        "gpu_device_plugin_device_list_strategy is ['envvar'] while gpu_device_plugin_runtime_visible_devices_envvar "
+        "is ignore: the NVIDIA runtime ignores the NVIDIA_VISIBLE_DEVICES the plugin passes to unprivileged "
+        "containers, so GPU pods get no GPU. Use cdi-cri or cdi-annotations (with gpu_container_toolkit_cdi), or "
+        "leave gpu_container_toolkit_visible_devices_envvar and gpu_device_plugin_runtime_visible_devices_envvar "
+        "at accept"]),
+    # A per-node config is named by its own variable.
+    ({}, {"cdi-nodes": {"device_list_strategy": ["cdi-cri"]}}, "accept", [
+        CDI_LEAK.replace("gpu_device_plugin_device_list_strategy", "gpu_device_plugin_node_configs['cdi-nodes']"
+                         ".device_list_strategy")]),
+    ({}, {}, "sometimes", ["gpu_device_plugin_runtime_visible_devices_envvar is 'sometimes'; use accept or ignore"]),
+    # Without the runtime's setting the settings alone are checked, as before.
+    ({"device_list_strategy": ["cdi-cri"]}, {}, None, []),
+])
+def test_the_strategy_must_agree_with_the_runtime(settings, node_configs, runtime, errors):
+    assert dp.device_plugin_configs_errors(settings, node_configs, runtime_visible_devices_envvar=runtime) == errors
+
+
+@pytest.mark.parametrize("configs, runtime, needed", [
+    ({"default": {"device_list_strategy": ["cdi-cri"]}}, "accept", False),
+    # The plugin's own container asks for every GPU with NVIDIA_VISIBLE_DEVICES=all; a runtime that ignores
+    # the variable for unprivileged containers honours it for one with CAP_SYS_ADMIN.
+    ({"default": {"device_list_strategy": ["cdi-cri"]}}, "ignore", True),
+    ({"default": {}}, "accept", False),
+])
+def test_sys_admin_for_the_plugin_when_the_runtime_ignores_the_envvar(configs, runtime, needed):
+    assert dp.device_plugin_needs_sys_admin(configs, runtime) is needed

@@ -800,3 +800,93 @@ def test_every_filter_has_its_documentation(name, function):
     assert doc["DOCUMENTATION"]["name"] == name
     assert function is getattr(rc, name)
     assert "gpufleet.nvidia.%s" % name in doc["EXAMPLES"]
+
+
+# ---------------------------------------------------------------- the NVIDIA runtime's config.toml
+
+ENVVAR_KEY = "accept-nvidia-visible-devices-envvar-when-unprivileged"
+# Laid out as the toolkit's packages install it (nvidia-ctk config default, 1.17): the defaults of the
+# top-level keys as comments, then one table per tool.
+PACKAGED = """\
+#accept-nvidia-visible-devices-as-volume-mounts = false
+#accept-nvidia-visible-devices-envvar-when-unprivileged = true
+disable-require = false
+supported-driver-capabilities = "compat32,compute,display,graphics,ngx,utility,video"
+#swarm-resource = "DOCKER_RESOURCE_GPU"
+
+[nvidia-container-cli]
+#debug = "/var/log/nvidia-container-toolkit.log"
+environment = []
+ldconfig = "@/sbin/ldconfig.real"
+load-kmods = true
+#no-cgroups = false
+
+[nvidia-container-runtime]
+#debug = "/var/log/nvidia-container-runtime.log"
+log-level = "info"
+mode = "auto"
+runtimes = ["docker-runc", "runc", "crun"]
+
+[nvidia-container-runtime.modes.cdi]
+annotation-prefixes = ["cdi.k8s.io/"]
+default-kind = "nvidia.com/gpu"
+spec-dirs = ["/etc/cdi", "/var/run/cdi"]
+"""
+
+
+def changed_lines(before, after):
+    old, new = before.split("\n"), after.split("\n")
+    return [line for line in new if line not in old], [line for line in old if line not in new]
+
+
+def test_ignoring_the_envvar_adds_one_line_under_the_packaged_comment():
+    text = rc.nvidia_runtime_config_set(PACKAGED, {ENVVAR_KEY: False})
+    assert changed_lines(PACKAGED, text) == (["%s = false" % ENVVAR_KEY], [])
+    lines = text.split("\n")
+    assert lines.index("%s = false" % ENVVAR_KEY) == lines.index("#%s = true" % ENVVAR_KEY) + 1
+    parsed = tomllib.loads(text)
+    assert parsed[ENVVAR_KEY] is False
+    assert dict((k, v) for k, v in parsed.items() if k != ENVVAR_KEY) == tomllib.loads(PACKAGED)
+
+
+def test_a_value_set_by_hand_is_replaced_in_place():
+    by_hand = PACKAGED.replace("disable-require = false\n", "disable-require = false\n%s = true  # site policy\n" % ENVVAR_KEY)
+    text = rc.nvidia_runtime_config_set(by_hand, {ENVVAR_KEY: False})
+    assert changed_lines(by_hand, text) == (["%s = false" % ENVVAR_KEY], ["%s = true  # site policy" % ENVVAR_KEY])
+    assert text.count(ENVVAR_KEY) == 2  # the packaged comment and the setting
+
+
+@pytest.mark.parametrize("text, value", [
+    (PACKAGED, True),                                   # absent: NVIDIA's default, true
+    (PACKAGED.replace("#%s = true\n" % ENVVAR_KEY, ""), True),
+    ("%s = false\n[nvidia-container-cli]\nload-kmods = true\n" % ENVVAR_KEY, False),
+    ('"%s" = true\n' % ENVVAR_KEY, True),
+], ids=["packaged", "no-comment", "set-false", "quoted-key"])
+def test_a_file_that_already_says_so_is_left_alone(text, value):
+    assert rc.nvidia_runtime_config_set(text, {ENVVAR_KEY: value}) == text
+
+
+def test_the_same_key_in_a_table_is_not_the_top_level_one():
+    text = '[nvidia-container-cli]\n%s = false\nload-kmods = true\n' % ENVVAR_KEY
+    result = rc.nvidia_runtime_config_set(text, {ENVVAR_KEY: False})
+    assert result == '%s = false\n[nvidia-container-cli]\n%s = false\nload-kmods = true\n' % (ENVVAR_KEY, ENVVAR_KEY)
+    assert tomllib.loads(result)[ENVVAR_KEY] is False
+
+
+@pytest.mark.parametrize("text", ["", "\n"])
+def test_a_missing_file_gets_the_one_setting(text):
+    assert rc.nvidia_runtime_config_set(text, {ENVVAR_KEY: False}) == "%s = false\n" % ENVVAR_KEY
+
+
+def test_crlf_files_keep_their_line_ends():
+    text = PACKAGED.replace("\n", "\r\n")
+    result = rc.nvidia_runtime_config_set(text, {ENVVAR_KEY: False})
+    assert "%s = false\r\n" % ENVVAR_KEY in result
+    assert result.replace("%s = false\r\n" % ENVVAR_KEY, "") == text
+
+
+def test_a_broken_config_toml_is_refused_not_rewritten():
+    with pytest.raises(AnsibleFilterError, match="config.toml is not valid TOML"):
+        rc.nvidia_runtime_config_set("disable-require = \n", {ENVVAR_KEY: False})
+    with pytest.raises(AnsibleFilterError, match="top-level keys"):
+        rc.nvidia_runtime_config_set(PACKAGED, {"nvidia-container-runtime": {"mode": "cdi"}})
