@@ -68,13 +68,16 @@ RESOURCES = [
     Resource("coordination.k8s.io", "v1", "Lease", "leases", True),
 ]
 
-# Subresources that are their own kind in discovery (apiserver's storage map).
+# Subresources that are their own kind in discovery (apiserver's storage map). Group and
+# version are listed only where the storage names another group-version (installer.go sets
+# them from rest.GroupVersionKindProvider, which eviction and scale implement; binding, log
+# and proxy do not, so discovery shows just their kind).
 SUBRESOURCE_KINDS = {
     ("pods", "eviction"): ("policy", "v1", "Eviction", ("create",)),
-    ("pods", "binding"): ("", "v1", "Binding", ("create",)),
-    ("pods", "log"): ("", "v1", "Pod", ("get",)),
+    ("pods", "binding"): (None, None, "Binding", ("create",)),
+    ("pods", "log"): (None, None, "Pod", ("get",)),
     ("pods", "ephemeralcontainers"): (None, None, "Pod", ("get", "patch", "update")),
-    ("nodes", "proxy"): ("", "v1", "NodeProxyOptions", ("create", "delete", "get", "patch", "update")),
+    ("nodes", "proxy"): (None, None, "NodeProxyOptions", ("create", "delete", "get", "patch", "update")),
     ("namespaces", "finalize"): (None, None, "Namespace", ("update",)),
     ("deployments", "scale"): ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
     ("replicasets", "scale"): ("autoscaling", "v1", "Scale", ("get", "patch", "update")),
