@@ -236,6 +236,11 @@ class Handler(BaseHTTPRequestHandler):
         if not raw:
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if content_type not in ("application/json", "application/yaml", "*/*") and content_type not in PATCH_TYPES:
+            # Not decoded here (application/vnd.kubernetes.protobuf, application/cbor): 415, as
+            # apiserver answers a media type it has no serializer for (handlers/rest.go).
+            raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
+                                f'include: application/json, application/yaml', "UnsupportedMediaType")
         try:
             if content_type in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(raw)
@@ -479,7 +484,7 @@ class Handler(BaseHTTPRequestHandler):
             obj = cluster.delete(res, namespace or "", name, options, dry_run)
             if cluster.store.peek(res, namespace or "", name) is None and res.kind not in ("Pod", "Namespace"):
                 obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                       "details": {"name": name, "group": res.group, "kind": res.plural,
+                       "details": {"name": name, **({"group": res.group} if res.group else {}), "kind": res.plural,
                                    "uid": obj["metadata"]["uid"]}}
             self._send(200, obj)
         else:

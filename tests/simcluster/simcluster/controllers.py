@@ -228,8 +228,14 @@ class Controllers:
                     dependents_left |= uids & set(foreground)
                 if not uids & owners or uids & set(foreground):
                     if not obj["metadata"].get("deletionTimestamp"):
+                        # A dependent of an owner deleted in the foreground is deleted in the
+                        # foreground too, so the owner waits for the whole tree (garbagecollector.go,
+                        # attemptToDeleteItem; concepts/architecture/garbage-collection/).
+                        options = {"propagationPolicy": "Foreground"} if uids & set(foreground) \
+                            and res is REPLICASETS else None
                         try:
-                            self.cluster.delete(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"])
+                            self.cluster.delete(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
+                                                options)
                         except ApiError:
                             pass
         for table, name in ((foreground, "foregroundDeletion"), (orphaning, "orphan")):

@@ -41,7 +41,12 @@ class ApiError(Exception):
         body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                 "message": self.message, "reason": self.reason, "code": self.code}
         if self.details:
-            body["details"] = self.details
+            # StatusDetails' fields are all omitempty (k8s.io/apimachinery/pkg/apis/meta/v1/types.go):
+            # the core group's "" is left out, as is an empty field of a cause.
+            body["details"] = {k: v for k, v in self.details.items() if v not in ("", None)}
+            if body["details"].get("causes"):
+                body["details"]["causes"] = [{k: v for k, v in c.items() if v not in ("", None)}
+                                             for c in body["details"]["causes"]]
         return body
 
 
@@ -165,6 +170,8 @@ class Store:
 
     def events_since(self, rv, keys):
         """Changes after rv for the given resource keys; raises 410 when history is gone."""
-        if rv < self.oldest and len(self.log) == self.log.maxlen:
+        # Versions before the oldest one kept (at first: before the store began) are gone; the
+        # watch cache answers "too old resource version" for them (api-concepts, "410 Gone responses").
+        if rv < self.oldest:
             raise ApiError(410, f"too old resource version: {rv} ({self.oldest})", "Expired")
         return [entry for entry in self.log if entry[0] > rv and entry[1] in keys]
