@@ -481,6 +481,8 @@ class Handler(BaseHTTPRequestHandler):
                     value = self.query[key]
                     options[key] = int(value) if key == "gracePeriodSeconds" else (
                         value == "true" if key == "orphanDependents" else value)
+            # DeleteOptions in the body may ask for the dry run too (kubectl delete --dry-run=server does).
+            dry_run = dry_run or options.get("dryRun") == ["All"]
             obj = cluster.delete(res, namespace or "", name, options, dry_run)
             if cluster.store.peek(res, namespace or "", name) is None and res.kind not in ("Pod", "Namespace"):
                 obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",

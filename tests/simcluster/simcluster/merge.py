@@ -217,7 +217,12 @@ def field_set(value, path=(), top=True):
         child_path = path + (key,)
         keys = merge_keys(child_path)
         if isinstance(child, dict) and child:
-            tree["f:" + key] = field_set(child, child_path, False)
+            sub = field_set(child, child_path, False)
+            # metadata holding only what no manager owns (name, namespace...) is no field of
+            # anyone's: the field manager strips those before it computes the sets (fieldmanager's
+            # stripMeta), so two appliers of the same object do not conflict over ".metadata".
+            if sub or child_path != ("metadata",):
+                tree["f:" + key] = sub
         elif isinstance(child, list) and keys and child and all(isinstance(i, dict) for i in child):
             items = {}
             for item in child:
@@ -349,6 +354,8 @@ def apply(live, applied, manager, force, api_version, timestamp, subresource=Non
     """Server-side apply of applied by manager onto live (None when creating). Returns the new object."""
     live = copy.deepcopy(live) if live is not None else {}
     managed = copy.deepcopy((live.get("metadata") or {}).get("managedFields") or [])
+    before = _without_managed_fields(live)
+    previous_time = None
     mine = field_set(applied)
     mine_paths = leaf_paths(mine)
     previous = set()
@@ -360,6 +367,7 @@ def apply(live, applied, manager, force, api_version, timestamp, subresource=Non
             continue
         if entry.get("manager") == manager and entry.get("operation") == "Apply":
             previous = _entry_paths(entry)
+            previous_time = entry.get("time")
             continue
         theirs = _entry_paths(entry)
         clash = sorted(p for p in theirs & mine_paths
@@ -389,12 +397,30 @@ def apply(live, applied, manager, force, api_version, timestamp, subresource=Non
             remove_path(result, path)
     result = _apply_merge(result, {k: v for k, v in applied.items() if k != "status" or subresource == "status"})
     entries = list(kept)
+    if previous_time and _without_managed_fields(result) == before:
+        # An apply that changes nothing keeps the manager's time, so the object and its
+        # resourceVersion stay as they were (managedfieldsupdater.go: the time is set only when
+        # the apply produced a new object).
+        timestamp = previous_time
     if mine_paths:
         entries.append({"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": timestamp,
                         "fieldsType": "FieldsV1", "fieldsV1": mine, **({"subresource": subresource}
                                                                         if subresource else {})})
-    result.setdefault("metadata", {})["managedFields"] = entries
+    result.setdefault("metadata", {})["managedFields"] = _sorted_entries(entries)
     return result
+
+
+def _sorted_entries(entries):
+    """managedFields in the apiserver's order: operation, time, manager, subresource
+    (fieldmanager/internal/managedfields.go, sortEncodedManagedFields)."""
+    return sorted(entries, key=lambda e: (e.get("operation", ""), e.get("time") or "", e.get("manager", ""),
+                                         e.get("subresource", "")))
+
+
+def _without_managed_fields(obj):
+    obj = copy.deepcopy(obj)
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
 
 
 def track_update(old, new, manager, api_version, timestamp, subresource=None):
@@ -412,6 +438,8 @@ def track_update(old, new, manager, api_version, timestamp, subresource=None):
         if entry.get("manager") == manager and entry.get("operation") == "Update" \
                 and entry.get("subresource") == subresource:
             mine = paths
+            # Its time changes only when this write changed fields (managedfieldsupdater.go).
+            timestamp = entry.get("time", timestamp) if not changed else timestamp
             continue
         paths -= changed | removed
         if paths:
@@ -422,7 +450,7 @@ def track_update(old, new, manager, api_version, timestamp, subresource=None):
         entries.append({"manager": manager, "operation": "Update", "apiVersion": api_version, "time": timestamp,
                         "fieldsType": "FieldsV1", "fieldsV1": to_tree(mine),
                         **({"subresource": subresource} if subresource else {})})
-    new.setdefault("metadata", {})["managedFields"] = entries
+    new.setdefault("metadata", {})["managedFields"] = _sorted_entries(entries)
     return new
 
 
