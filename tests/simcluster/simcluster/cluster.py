@@ -353,6 +353,13 @@ class Cluster:
             if old["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
                 if not dry_run:
                     return self.store.delete(res, namespace, name) if self._really_delete(res, old) else old
+            # A write that changes nothing but managedFields timestamps is no write: same
+            # resourceVersion, no watch event (apiserver's fieldmanager ignores those timestamps).
+            if _without_times(obj) == _without_times(old):
+                if expect_rv not in (None, "") and expect_rv != old["metadata"]["resourceVersion"]:
+                    from .store import conflict
+                    raise conflict(res, name)
+                return copy.deepcopy(old)
             if dry_run:
                 obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
                 return obj
@@ -506,6 +513,15 @@ class Cluster:
         if self.store.peek(BY_KEY[("", "namespaces")], "", namespace) is None:
             return
         self.store.create(res, event)
+
+
+def _without_times(obj):
+    """obj without managedFields timestamps and resourceVersion, for 'did anything change'."""
+    meta = dict(obj.get("metadata") or {})
+    meta.pop("resourceVersion", None)
+    meta["managedFields"] = [{k: v for k, v in entry.items() if k != "time"}
+                             for entry in meta.get("managedFields") or []]
+    return dict(obj, metadata=meta)
 
 
 def _spec_of(obj):
