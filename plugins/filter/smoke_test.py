@@ -330,7 +330,7 @@ def _requests_by_node(pods, resource, own_labels=None):
 
 
 def _busy_reason(allocatable, requested, holders, resource):
-    names = [name for name, _ in holders]
+    names = [holder[0] for holder in holders]
     shown = ", ".join(names[:BUSY_PODS_NAMED])
     if len(names) > BUSY_PODS_NAMED:
         shown += " and %d more" % (len(names) - BUSY_PODS_NAMED)
@@ -376,12 +376,12 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
                 entry.get("host"), node_name, resource, allocatable))
             continue
         holders = holders_by_node.get(node_name) or []
-        requested = sum(request for _, request in holders)
+        requested = sum(holder[1] for holder in holders)
         free = count - requested
         if free < 1:
             not_tested.append({
                 "host": entry.get("host"), "node": node_name, "facts": facts, "allocatable": count,
-                "requested": requested, "holders": [name for name, _ in holders],
+                "requested": requested, "holders": [holder[0] for holder in holders],
                 "reason": _busy_reason(count, requested, holders, resource)})
             continue
         request = 1 if gpus == "one" else free

@@ -109,10 +109,29 @@ def decode(obj, version, mode):
     names = [_path_text(path + [extra]) for path, extra, _ in unknown]
     if mode == "Strict":
         text = ", ".join(f'unknown field "{n}"' for n in names)
-        raise ApiError(400, f"strict decoding error: {text}", "BadRequest")
+        raise ApiError(400, f"{_cannot_handle(obj)}strict decoding error: {text}", "BadRequest")
     for _, extra, holder in unknown:
         holder.pop(extra, None)
     return [] if mode == "Ignore" else [f'unknown field "{n}"' for n in names]
+
+
+# Decoding errors read as apiserver's: the serializer's prefix, and encoding/json's names of
+# JSON value kinds and Go types (UnmarshalTypeError).
+_JSON_TYPES = {str: "string", int: "number", float: "number", bool: "bool", list: "array", dict: "object"}
+
+
+def _cannot_handle(obj):
+    kind, version = obj.get("kind", ""), str(obj.get("apiVersion", "")).rsplit("/", 1)[-1]
+    return f'{kind} in version "{version}" cannot be handled as a {kind}: '
+
+
+def _go_type(schema):
+    types = schema.get("type") or []
+    types = [types] if isinstance(types, str) else types
+    if "integer" in types:
+        return schema.get("format") or "int64"
+    return {"string": "string", "boolean": "bool", "number": "float64", "array": "[]interface {}"}.get(
+        next((t for t in types if t != "null"), ""), "map[string]interface {}")
 
 
 def schema_causes(obj, version):
@@ -123,8 +142,8 @@ def schema_causes(obj, version):
     for error in sorted(validator.iter_errors(obj), key=lambda e: list(map(str, e.absolute_path))):
         field = _path_text(list(error.absolute_path))
         if error.validator == "type":
-            raise ApiError(400, f"json: cannot unmarshal {type(error.instance).__name__} into Go struct field "
-                                f"{field} of type {error.validator_value}", "BadRequest")
+            raise ApiError(400, f"{_cannot_handle(obj)}json: cannot unmarshal {_JSON_TYPES.get(type(error.instance), 'object')} "
+                                f"into Go struct field {field} of type {_go_type(error.schema)}", "BadRequest")
         if error.validator == "required":
             missing = re.findall(r"'([^']+)' is a required property", error.message)
             for name in missing:
@@ -250,7 +269,12 @@ def _pod_spec_causes(spec, prefix, pod_level):
         for index, container in enumerate(spec.get(group) or []):
             here = f"{prefix}.{group}[{index}]"
             name = container.get("name", "")
-            if not DNS_LABEL.match(name or ""):
+            if not name:
+                # An empty name is only "Required" (validateContainerCommon); a missing one the schema reports.
+                if "name" in container:
+                    causes.append({"reason": "FieldValueRequired", "field": f"{here}.name",
+                                   "message": "Required value"})
+            elif not DNS_LABEL.match(name):
                 causes.append({"field": f"{here}.name", "message": f'Invalid value: "{name}": {LABEL_TEXT}'})
             elif name in names:
                 causes.append({"reason": "FieldValueDuplicate", "field": f"{here}.name",
@@ -283,6 +307,11 @@ def _pod_spec_causes(spec, prefix, pod_level):
                                                   f"{rname} limit of {limits[rname]}"})
     if not spec.get("containers"):
         causes.append({"reason": "FieldValueRequired", "field": f"{prefix}.containers", "message": "Required value"})
+    if pod_level and spec.get("restartPolicy") not in (None, "Always", "OnFailure", "Never"):
+        # validateRestartPolicy (pkg/apis/core/validation/validation.go).
+        causes.append({"reason": "FieldValueNotSupported", "field": f"{prefix}.restartPolicy",
+                       "message": f'Unsupported value: {json.dumps(spec["restartPolicy"])}: supported values: '
+                                  '"Always", "OnFailure", "Never"'})
     if not pod_level and spec.get("restartPolicy", "Always") != "Always":
         causes.append({"reason": "FieldValueNotSupported", "field": f"{prefix}.restartPolicy",
                        "message": f'Unsupported value: "{spec["restartPolicy"]}": supported values: "Always"'})
@@ -313,11 +342,13 @@ def validate(res, obj, old, version):
             causes.append({"reason": "FieldValueRequired", "field": "spec.selector", "message": "Required value"})
         elif not label_selector_object_match(selector, (template.get("metadata") or {}).get("labels")):
             labels = (template.get("metadata") or {}).get("labels") or {}
-            shown = "map[" + " ".join(f"{k}:{v}" for k, v in sorted(labels.items())) + "]"
+            # field.Error renders a map as its JSON (apimachinery field/errors.go, ErrorBody).
+            shown = json.dumps(labels, sort_keys=True, separators=(",", ":"))
             causes.append({"field": "spec.template.metadata.labels",
                            "message": f"Invalid value: {shown}: `selector` does not match template `labels`"})
         if old is not None and selector != (old.get("spec") or {}).get("selector"):
-            causes.append({"field": "spec.selector", "message": f"Invalid value: {json.dumps(selector)}: "
+            causes.append({"field": "spec.selector", "message": f"Invalid value: "
+                                                                f"{json.dumps(selector, separators=(',', ':'))}: "
                                                                 "field is immutable"})
     if kind == "Node":
         for index, taint in enumerate(spec.get("taints") or []):

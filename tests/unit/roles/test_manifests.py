@@ -315,8 +315,8 @@ def test_helm_values_merged_over_the_chart_defaults_place_pods_as_the_manifests_
     (values,) = render("gpu_device_plugin", "helm-values.yaml.j2", gpu_device_plugin_method="helm", **overrides)
     merged = helm_coalesce(values, CHART_DEFAULTS)
     spec = by_kind(render("gpu_device_plugin", "manifests.yaml.j2", **overrides))["DaemonSet"]["spec"]["template"]["spec"]
-    ours = dict((field, spec[field]) for field in ("nodeSelector", "affinity", "tolerations", "priorityClassName",
-                                                    "runtimeClassName", "imagePullSecrets") if spec.get(field))
+    fields = ("nodeSelector", "affinity", "tolerations", "priorityClassName", "runtimeClassName", "imagePullSecrets")
+    ours = dict((field, spec[field]) for field in fields if spec.get(field))
     # The chart's NFD affinity is gone: the node selector alone decides, as in the manifests.
     assert "affinity" not in merged
     assert chart_pod_placement(merged) == ours
