@@ -1,0 +1,106 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The playbooks' own expressions, templated by Ansible as the tasks see them, over what the API answers.
+
+No cluster runs here: each case feeds a task's `when`, `that` or message the variables and registered results a
+live run would give and checks the decision.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar
+
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
+
+COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+LOADER = DataLoader()
+
+
+def playbook(name):
+    return LOADER.load_from_file(os.path.join(COLLECTION, "playbooks", name), trusted_as_template=True)
+
+
+def all_tasks(tasks):
+    """Every task in order, blocks and rescues flattened."""
+    for task in tasks:
+        yield task
+        for part in ("block", "rescue", "always"):
+            yield from all_tasks(task.get(part) or [])
+
+
+def task(play, name):
+    found = [t for t in all_tasks(play["tasks"]) if t.get("name") == name]
+    assert len(found) == 1, "no single task named %r in the play" % name
+    return found[0]
+
+
+def templar(play, **variables):
+    merged = dict(play.get("vars") or {})
+    merged.update(variables)
+    return Templar(loader=LOADER, variables=merged)
+
+
+def conditions(value):
+    return value if isinstance(value, list) else [value]
+
+
+def holds(play, value, **variables):
+    engine = templar(play, **variables)
+    return all(engine.evaluate_conditional(condition) for condition in conditions(value))
+
+
+def rendered(play, value, **variables):
+    return templar(play, **variables).template(value)
+
+
+# site.yml
+
+SITE = {play["name"]: play for play in playbook("site.yml")}
+CLUSTER = SITE["Cluster - device plugin and smoke test"]
+
+
+def h100_facts():
+    return inv.summarise(inv.query_nvml(readings.RecordedNvml(readings.H100)), [], driver_installed=True,
+                         module_version=None)
+
+
+def test_site_registers_the_facts_run_the_cluster_part_trusts():
+    gather = task(SITE["GPU nodes - NVIDIA inventory"], "Gather the NVIDIA inventory")
+    assert gather["register"] == "__gpufleet_nvml_run"
+
+
+def test_site_labels_only_hosts_with_facts_from_this_run_in_state_ok():
+    decide = task(CLUSTER, "Decide which GPU nodes get their kubelet's labels")
+    hostvars = {
+        # In --limit, facts from this run.
+        "gpu-a": {"ansible_facts": {"nvidia": h100_facts()}, "__gpufleet_nvml_run": {"changed": False},
+                  "gpufleet_node_name": "node-a", "gpu_kubelet_node_labels": {"pool": "training"}},
+        # Outside --limit: no facts at all.
+        "gpu-b": {},
+        # Outside --limit, but a fact cache still holds its facts from an earlier run.
+        "gpu-c": {"ansible_facts": {"nvidia": h100_facts()}},
+        # In --limit, no working driver.
+        "gpu-d": {"ansible_facts": {"nvidia": {"state": "driver_not_loaded", "gpus": [], "message": "no module"}},
+                  "__gpufleet_nvml_run": {"changed": False}},
+    }
+    variables = {"groups": {"gpu_nodes": ["gpu-a", "gpu-b", "gpu-c", "gpu-d"]}, "hostvars": hostvars}
+    variables.update(decide["vars"])
+    plan = rendered(CLUSTER, decide["ansible.builtin.set_fact"]["__gpufleet_label_plan"], **variables)
+    assert [(entry["host"], entry["node"]) for entry in plan["label"]] == [("gpu-a", "node-a")]
+    assert plan["label"][0]["labels"]["pool"] == "training"
+    assert plan["label"][0]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+    assert [entry["host"] for entry in plan["skip"]] == ["gpu-b", "gpu-c", "gpu-d"]
+    assert "outside --limit" in plan["skip"][0]["reason"] and "outside --limit" in plan["skip"][1]["reason"]
+    assert plan["skip"][2]["reason"] == "NVIDIA state is driver_not_loaded: no module"
+
+    label = task(CLUSTER, "Label the GPU nodes as their kubelet does")
+    assert rendered(CLUSTER, label["loop"], __gpufleet_label_plan=plan) == plan["label"]
+    say = task(CLUSTER, "Say which GPU nodes are not labelled, and why")
+    lines = rendered(CLUSTER, say["ansible.builtin.debug"]["msg"], __gpufleet_label_plan=plan)
+    assert lines[0] == ("gpu-b (node gpu-b): not labelled, no NVIDIA facts from this run (outside --limit, "
+                        "unreachable, or gpufleet.nvidia.nvml_facts failed or did not run on it)")
+    assert holds(CLUSTER, say["when"], __gpufleet_label_plan=plan)
