@@ -2,13 +2,15 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The playbooks' own expressions, templated by Ansible as the tasks see them, over what the API answers.
 
-No cluster runs here: each case feeds a task's `when`, `that` or message the variables and registered results a
-live run would give and checks the decision.
+No cluster runs here: each case feeds a task's `when`, `until`, `that` or message the variables and registered
+results a live run would give (k8s_drain's messages as kubernetes.core 6.6.0 builds them) and checks the decision.
 """
 
 from __future__ import annotations
 
 import os
+
+import pytest
 
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar
@@ -104,3 +106,36 @@ def test_site_labels_only_hosts_with_facts_from_this_run_in_state_ok():
     assert lines[0] == ("gpu-b (node gpu-b): not labelled, no NVIDIA facts from this run (outside --limit, "
                         "unreachable, or gpufleet.nvidia.nvml_facts failed or did not run on it)")
     assert holds(CLUSTER, say["when"], __gpufleet_label_plan=plan)
+
+
+# upgrade_driver.yml
+
+UPGRADE = playbook("upgrade_driver.yml")[0]
+PDB_REFUSED = ("Failed to delete pod shop/web-1 due to: Cannot evict pod as it would violate the pod's "
+               "disruption budget.")
+NODE = {"gpufleet_node_name": "gpu-a", "inventory_hostname": "gpu-a"}
+
+
+def uses_the_api(entry):
+    return any(key.startswith("kubernetes.core.") for key in entry)
+
+
+def test_kubernetes_core_is_checked_before_any_api_call():
+    names = [t.get("name") for t in all_tasks(UPGRADE["tasks"])]
+    check = names.index("Check the controller's kubernetes.core drains without evicting DaemonSet pods")
+    first_api_call = next(i for i, t in enumerate(all_tasks(UPGRADE["tasks"])) if uses_the_api(t))
+    assert check < first_api_call
+    assert task(UPGRADE, names[check]).get("run_once") is True
+
+
+@pytest.mark.parametrize("version,passes", [
+    (None, False), ("6.0.0", False), ("6.4.0", False), ("6.5.0", True), ("6.6.0", True), ("6.10.1", True),
+])
+def test_kubernetes_core_check(version, passes):
+    check = task(UPGRADE, "Check the controller's kubernetes.core drains without evicting DaemonSet pods")
+    variables = dict(NODE, __gpufleet_kubernetes_core=version, gpufleet_kube_api_host="localhost")
+    assert holds(UPGRADE, check["ansible.builtin.assert"]["that"], **variables) is passes
+    if not passes:
+        message = rendered(UPGRADE, check["ansible.builtin.assert"]["fail_msg"], **variables)
+        assert "6.5.0 or newer" in message and "no node was cordoned" in message
+        assert ("kubernetes.core %s" % version if version else "no kubernetes.core at all") in message
