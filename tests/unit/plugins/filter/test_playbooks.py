@@ -139,3 +139,52 @@ def test_kubernetes_core_check(version, passes):
         message = rendered(UPGRADE, check["ansible.builtin.assert"]["fail_msg"], **variables)
         assert "6.5.0 or newer" in message and "no node was cordoned" in message
         assert ("kubernetes.core %s" % version if version else "no kubernetes.core at all") in message
+
+
+def cordon_run(unschedulable, cordon_result):
+    """The facts the play sets for a node read with spec.unschedulable, then the cordon task's result."""
+    before = {"resources": [{"metadata": {"name": "gpu-a"},
+                             "spec": {"unschedulable": True} if unschedulable else {}}]}
+    was = rendered(UPGRADE, task(UPGRADE, "Remember whether the node was cordoned before this run")
+                   ["ansible.builtin.set_fact"]["gpufleet_upgrade_was_cordoned"],
+                   gpufleet_upgrade_before=before)
+    cordon = task(UPGRADE, "Cordon the node")
+    runs = holds(UPGRADE, cordon["when"], gpufleet_upgrade_was_cordoned=was)
+    result = cordon_result if runs else {"changed": False, "skipped": True}
+    ours = rendered(UPGRADE, task(UPGRADE, "Remember whether this run cordoned the node")
+                    ["ansible.builtin.set_fact"]["gpufleet_upgrade_cordoned"], gpufleet_upgrade_cordon=result)
+    return was, runs, ours
+
+
+@pytest.mark.parametrize("unschedulable,cordon_result,cordons,uncordons", [
+    (False, {"changed": True, "result": "node gpu-a marked unschedulable."}, True, True),
+    (True, None, False, False),
+    # Cordoned by someone else between the read and the cordon: k8s_drain changes nothing, nor do we.
+    (False, {"changed": False, "result": "node gpu-a already marked unschedulable."}, True, False),
+])
+def test_only_a_node_this_run_cordoned_is_uncordoned(unschedulable, cordon_result, cordons, uncordons):
+    was, runs, ours = cordon_run(unschedulable, cordon_result)
+    assert (was, runs, ours) == (unschedulable, cordons, uncordons)
+    uncordon = task(UPGRADE, "Uncordon the node this run cordoned")
+    assert uncordon["kubernetes.core.k8s_drain"]["state"] == "uncordon"
+    assert holds(UPGRADE, uncordon["when"], gpufleet_upgrade_cordoned=ours) is uncordons
+    said = task(UPGRADE, "Say that the node stays cordoned, as it was before this run")
+    assert holds(UPGRADE, said["when"], gpufleet_upgrade_cordoned=ours) is not uncordons
+
+
+@pytest.mark.parametrize("facts,words,hint", [
+    ({}, "which was not cordoned:", False),
+    ({"gpufleet_upgrade_was_cordoned": True, "gpufleet_upgrade_cordoned": False},
+     "which stays cordoned, as it was before this run:", False),
+    ({"gpufleet_upgrade_was_cordoned": False, "gpufleet_upgrade_cordoned": True},
+     "which is left cordoned (this run cordoned it):", True),
+])
+def test_stopped_rollout_says_truthfully_whose_cordon_it_is(facts, words, hint):
+    stop = task(UPGRADE, "Stop the rollout, leaving the node as it is")
+    variables = dict(NODE, ansible_failed_task={"name": "Drain the node"},
+                     ansible_failed_result={"msg": PDB_REFUSED}, **facts)
+    variables.update(stop.get("vars") or {})
+    message = rendered(UPGRADE, stop["ansible.builtin.fail"]["msg"], **variables)
+    assert words in message
+    assert ("kubectl uncordon gpu-a" in message) is hint
+    assert "budget.. " not in message and "budget. Nodes after it were not touched" in message
