@@ -9,11 +9,12 @@ results a live run would give (k8s_drain's messages as kubernetes.core 6.6.0 bui
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
 from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar
+from ansible.template import Templar, trust_as_template
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
@@ -188,3 +189,73 @@ def test_stopped_rollout_says_truthfully_whose_cordon_it_is(facts, words, hint):
     assert words in message
     assert ("kubectl uncordon gpu-a" in message) is hint
     assert "budget.. " not in message and "budget. Nodes after it were not touched" in message
+
+
+def drain_until(result, seconds_left, window=600):
+    drain = task(UPGRADE, "Drain the node")
+    return holds(UPGRADE, drain["until"], gpufleet_upgrade_drain=result,
+                 gpufleet_upgrade_drain_deadline=int(time.time()) + seconds_left, gpufleet_drain_timeout=window)
+
+
+@pytest.mark.parametrize("result,seconds_left,stops", [
+    ({"failed": True, "msg": PDB_REFUSED}, 300, False),
+    ({"failed": True, "msg": "Failed to delete pod shop/web-1 due to: 429 Reason: Too Many Requests"}, 300, False),
+    ({"failed": True, "msg": PDB_REFUSED}, -1, True),
+    ({"failed": True, "msg": "Failed to delete pod shop/web-1 due to: pods \"web-1\" is forbidden"}, 300, True),
+    ({"failed": True, "msg": "Node gpu-a not found."}, 300, True),
+    ({"changed": True, "result": "node gpu-a already marked unschedulable. 2 Pod(s) deleted from node."}, 300, True),
+])
+def test_drain_retries_what_a_budget_refuses_until_the_deadline_only(result, seconds_left, stops):
+    assert drain_until(result, seconds_left) is stops
+
+
+@pytest.mark.parametrize("variables,window", [
+    ({}, 600),
+    ({"gpufleet_drain_timeout": 120}, 120),
+    ({"gpufleet_drain_timeout": "900"}, 900),
+    # Deprecated: still as patient as its 30 s apart retries were.
+    ({"gpufleet_drain_retries": 3}, 600),
+    ({"gpufleet_drain_timeout": 60, "gpufleet_drain_retries": 3}, 90),
+])
+def test_drain_tries_for_the_whole_timeout(variables, window):
+    drain = task(UPGRADE, "Drain the node")
+    assert int(rendered(UPGRADE, trust_as_template("{{ gpufleet_upgrade_drain_window }}"), **variables)) == window
+    retries = int(rendered(UPGRADE, drain["retries"], **variables))
+    assert drain["delay"] == 5
+    assert retries * drain["delay"] >= window
+    assert "ignore_errors" in drain and "register" in drain
+
+
+def left_pods():
+    return [
+        {"metadata": {"namespace": "shop", "name": "web-1", "labels": {"app": "web"},
+                      "ownerReferences": [{"kind": "ReplicaSet"}]}, "status": {"phase": "Running"}},
+        {"metadata": {"namespace": "nvidia-device-plugin", "name": "nvidia-device-plugin-x",
+                      "ownerReferences": [{"kind": "DaemonSet"}]}, "status": {"phase": "Running"}},
+    ]
+
+
+BUDGETS = [{"metadata": {"namespace": "shop", "name": "web"}, "spec": {"selector": {"matchLabels": {"app": "web"}}},
+            "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1}}]
+
+
+def test_drain_failure_names_the_refused_pod_and_its_budget():
+    check = task(UPGRADE, "Check the drain went through and only DaemonSet, static and finished pods are left")
+    variables = dict(NODE, ansible_check_mode=False, gpufleet_upgrade_drain={"failed": True, "msg": PDB_REFUSED},
+                     gpufleet_upgrade_left={"resources": left_pods()},
+                     gpufleet_upgrade_budgets={"resources": BUDGETS}, gpufleet_drain_timeout=600)
+    variables.update(check["vars"])
+    assert not holds(UPGRADE, check["ansible.builtin.assert"]["that"], **variables)
+    message = " ".join(rendered(UPGRADE, check["ansible.builtin.assert"]["fail_msg"], **variables).split())
+    assert message == (
+        "The drain of gpu-a gave up after 600 s: the API still refused to evict shop/web-1: Cannot evict pod as it "
+        "would violate the pod's disruption budget. Still on the node: shop/web-1 (PodDisruptionBudget shop/web: "
+        "0 disruptions allowed, 1 healthy of 1 needed). The driver was not touched.")
+
+
+def test_drain_that_went_through_passes_the_check():
+    check = task(UPGRADE, "Check the drain went through and only DaemonSet, static and finished pods are left")
+    variables = dict(NODE, ansible_check_mode=False, gpufleet_upgrade_drain={"changed": True},
+                     gpufleet_upgrade_left={"resources": left_pods()[1:]})
+    variables.update(check["vars"])
+    assert holds(UPGRADE, check["ansible.builtin.assert"]["that"], **variables)
