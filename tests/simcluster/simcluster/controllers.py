@@ -1047,6 +1047,15 @@ class Controllers:
         for resource, count in record["capacity"].items():
             status["capacity"][resource] = str(count)
             status["allocatable"][resource] = str(len(record["healthy"].get(resource, [])))
+        # Extended resources a client put into the capacity (PATCH nodes/status) become
+        # allocatable, and leave it with the capacity (kubelet's nodestatus.MachineInfo;
+        # tasks/administer-cluster/extended-resource-node/).
+        for resource in list(status["allocatable"]):
+            if "/" in resource and resource not in status["capacity"]:
+                del status["allocatable"][resource]
+        for resource, value in status["capacity"].items():
+            if "/" in resource and resource not in record["capacity"]:
+                status["allocatable"][resource] = value
         self._set_status(NODES, node, status, "kubelet")
 
 
