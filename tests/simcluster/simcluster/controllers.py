@@ -648,6 +648,11 @@ class Controllers:
                 continue
             if amount <= 0:
                 continue
+            # Only resources a device plugin registered are allocated; others (a node's extended
+            # resources patched into its status) are the scheduler's accounting alone (device
+            # manager's isDevicePluginResource).
+            if resource not in plugin.get("capacity", {}):
+                continue
             healthy = plugin.get("healthy", {}).get(resource) if plugin.get("registered") else None
             if healthy is None:
                 return None, (f"Allocate failed due to no healthy devices present; cannot allocate unhealthy "
