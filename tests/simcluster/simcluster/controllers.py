@@ -43,6 +43,7 @@ REPLICASETS = BY_KEY[("apps", "replicasets")]
 DEPLOYMENTS = BY_KEY[("apps", "deployments")]
 PDBS = BY_KEY[("policy", "poddisruptionbudgets")]
 CONFIGMAPS = BY_KEY[("", "configmaps")]
+REVISIONS = BY_KEY[("apps", "controllerrevisions")]
 DS_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
     {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
@@ -377,6 +378,32 @@ class Controllers:
             return False
         return not untolerated_taints(tolerations, node["spec"].get("taints"))
 
+    def _ds_history(self, ds, template_hash):
+        """A ControllerRevision per template, named after its hash; the current one has the highest
+        revision (daemon_controller's constructHistory: a template seen before gets its revision
+        raised; `kubectl rollout history` reads these)."""
+        ns = ds["metadata"]["namespace"]
+        owned = [r for r in self.store.peek_list(REVISIONS, ns) if owned_by(r, ds)]
+        top = max((r.get("revision", 0) for r in owned), default=0)
+        current = next((r for r in owned if (r["metadata"].get("labels") or {}).get("controller-revision-hash")
+                        == template_hash), None)
+        try:
+            if current is None:
+                template = dict(copy.deepcopy(ds["spec"]["template"]), **{"$patch": "replace"})
+                labels = dict((template.get("metadata") or {}).get("labels") or {},
+                              **{"controller-revision-hash": template_hash})
+                self.cluster.create(REVISIONS, ns, {
+                    "apiVersion": "apps/v1", "kind": "ControllerRevision",
+                    "metadata": {"name": f"{ds['metadata']['name']}-{template_hash}", "namespace": ns,
+                                 "labels": labels, "ownerReferences": [_owner_ref(ds)]},
+                    "data": {"spec": {"template": template}}, "revision": top + 1},
+                    manager="kube-controller-manager", internal=True)
+            elif current.get("revision", 0) < top:
+                self.cluster.update(REVISIONS, ns, current["metadata"]["name"], dict(current, revision=top + 1),
+                                    manager="kube-controller-manager", internal=True)
+        except ApiError:
+            pass
+
     def daemonsets(self):
         nodes = list(self.store.peek_list(NODES))
         for ds in list(self.store.peek_list(DAEMONSETS)):
@@ -384,6 +411,7 @@ class Controllers:
                 continue
             ns = ds["metadata"]["namespace"]
             template_hash = _hash(ds["spec"]["template"])
+            self._ds_history(ds, template_hash)
             pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, ds)]
             by_node = {}
             for pod in pods:
