@@ -160,6 +160,31 @@ def schema_causes(obj, version):
 
 # --------------------------------------------------------------- defaulting
 
+def canonical_quantity(value):
+    """resource.Quantity as the API server serialises it: always a string, in canonical form
+    (k8s.io/apimachinery/pkg/api/resource: 2 -> "2", "2000m" -> "2", 0.5 -> "500m")."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return value
+    amount = quantity(value)
+    if amount is None:
+        return value
+    text = str(value)
+    if isinstance(value, str) and not text.endswith("m") and not re.match(r"^[0-9.]+[eE]", text):
+        return text
+    if amount == amount.to_integral_value():
+        return str(int(amount))
+    milli = amount * 1000
+    if milli == milli.to_integral_value():
+        return f"{int(milli)}m"
+    return text
+
+
+def canonical_resources(resources):
+    for section in ("limits", "requests"):
+        if isinstance(resources.get(section), dict):
+            resources[section] = {k: canonical_quantity(v) for k, v in resources[section].items()}
+
+
 def _default_container(container, pod_level):
     container.setdefault("terminationMessagePath", "/dev/termination-log")
     container.setdefault("terminationMessagePolicy", "File")
@@ -171,6 +196,8 @@ def _default_container(container, pod_level):
     for port in container.get("ports") or []:
         port.setdefault("protocol", "TCP")
     resources = container.setdefault("resources", {})
+    if isinstance(resources, dict):
+        canonical_resources(resources)
     if pod_level and resources.get("limits"):
         requests = resources.setdefault("requests", {})
         for name, value in resources["limits"].items():
@@ -196,6 +223,8 @@ def default_pod_spec(spec, pod_level):
                 volume[source].setdefault("defaultMode", 420)
         if isinstance(volume.get("hostPath"), dict):
             volume["hostPath"].setdefault("type", "")
+    if isinstance(spec.get("overhead"), dict):
+        spec["overhead"] = {k: canonical_quantity(v) for k, v in spec["overhead"].items()}
     if pod_level:
         spec.setdefault("enableServiceLinks", True)
         spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
@@ -232,6 +261,10 @@ def default(obj):
         obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
         obj.setdefault("status", {}).setdefault("phase", "Active")
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
+    elif kind == "Node" and isinstance(obj.get("status"), dict):
+        for section in ("capacity", "allocatable"):
+            if isinstance(obj["status"].get(section), dict):
+                obj["status"][section] = {k: canonical_quantity(v) for k, v in obj["status"][section].items()}
     elif kind == "Secret":
         obj.setdefault("type", "Opaque")
 

@@ -936,10 +936,12 @@ class Controllers:
         old = pod.get("status") or {}
         stamp = now_rfc3339()
         inits, mains = spec.get("initContainers") or [], spec.get("containers") or []
-        init_statuses = [self._container_status(c, state["containers"].get(c["name"]), init=True) for c in inits]
+        init_statuses = [self._container_status(c, state["containers"].get(c["name"]), init=True, pod=pod)
+                         for c in inits]
         main_statuses = [self._container_status(c, state["containers"].get(c["name"])
                                                 if state["init_index"] >= len(inits) else None, init=False,
-                                                initializing=state["init_index"] < len(inits)) for c in mains]
+                                                initializing=state["init_index"] < len(inits), pod=pod)
+                         for c in mains]
         main_states = [state["containers"].get(c["name"]) for c in mains]
         restart = spec.get("restartPolicy", "Always")
         phase = "Pending"
@@ -999,7 +1001,7 @@ class Controllers:
         self._set_status(PODS, pod, status, "kubelet")
 
     @staticmethod
-    def _container_status(container, cstate, init, initializing=False):
+    def _container_status(container, cstate, init=False, initializing=False, pod=None):
         status = {"name": container["name"], "image": container["image"],
                   "imageID": "", "ready": False, "restartCount": 0, "started": False,
                   "state": {"waiting": {"reason": "PodInitializing" if initializing else "ContainerCreating"}},
@@ -1024,8 +1026,13 @@ class Controllers:
         else:
             waiting = {"reason": cstate["reason"]}
             if cstate["reason"] == "CrashLoopBackOff":
-                waiting["message"] = (f"back-off {int(cstate.get('next', 0) and 10 * 2 ** (cstate['restarts'] - 1))}s "
-                                      f"restarting failed container={container['name']} pod=?")
+                # The kubelet's real back-off (10s doubling to 5m) as a Go duration, and the pod
+                # as format.Pod writes it: name_namespace(uid) (kuberuntime_manager.go).
+                delay = min(10 * 2 ** max(cstate["restarts"] - 1, 0), 300)
+                meta = (pod or {}).get("metadata") or {}
+                waiting["message"] = (f"back-off {_go_duration(delay)} restarting failed container="
+                                      f"{container['name']} pod={meta.get('name')}_{meta.get('namespace')}"
+                                      f"({meta.get('uid')})")
             status["state"] = {"waiting": waiting}
         last = cstate.get("last")
         if last:
@@ -1113,6 +1120,12 @@ def _mounts_host_path(pod, container, path):
         if (volume.get("hostPath") or {}).get("path", "").rstrip("/") == path:
             return True
     return False
+
+
+def _go_duration(seconds):
+    """time.Duration's String() for whole seconds: 10s, 1m20s, 5m0s."""
+    minutes, seconds = divmod(int(seconds), 60)
+    return f"{minutes}m{seconds}s" if minutes else f"{seconds}s"
 
 
 def _internal_ip(node):
