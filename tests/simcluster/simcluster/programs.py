@@ -156,7 +156,14 @@ def run_script(script, ctx):
             return log, int(words[1]) if len(words) > 1 else rc
         stdout_to, stderr_to = None, None
         plain = []
+        # sh takes "> file" as well as ">file" (POSIX shell "Redirection").
+        joined = []
         for word in words:
+            if joined and re.fullmatch(r"\d?>>?", joined[-1]):
+                joined[-1] += word
+            else:
+                joined.append(word)
+        for word in joined:
             match = re.match(r"^(\d?)(>>?)(&1|.+)$", word)
             if match:
                 fd, _, target = match.groups()
