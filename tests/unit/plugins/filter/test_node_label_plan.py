@@ -49,7 +49,7 @@ def test_host_in_another_state_is_skipped_with_its_state_and_message(reading, pc
     facts = inv.summarise(inv.query_nvml(readings.RecordedNvml(reading)), pci, driver_installed=True,
                           module_version=None)
     assert facts["state"] == state
-    _, skip = by_host(node_label_plan([row("gpu-a", facts, node_labels={"pool": "training"})]))
+    skip = by_host(node_label_plan([row("gpu-a", facts, node_labels={"pool": "training"})]))[1]
     assert skip["gpu-a"]["reason"].startswith("NVIDIA state is %s" % state)
     if facts.get("message"):
         assert facts["message"] in skip["gpu-a"]["reason"]
@@ -66,13 +66,13 @@ def test_labels_are_what_gpu_kubelet_gives_kubelet_user_labels_win():
 
 
 def test_gpu_labels_off_keeps_only_the_users():
-    label, _ = by_host(node_label_plan([row("gpu-a", nvml_facts(readings.H100), gpu_labels="false",
-                                            node_labels={"pool": "training"})]))
+    label = by_host(node_label_plan([row("gpu-a", nvml_facts(readings.H100), gpu_labels="false",
+                                         node_labels={"pool": "training"})]))[0]
     assert label["gpu-a"]["labels"] == {"pool": "training"}
 
 
 def test_nothing_to_set_is_a_reason_not_an_empty_patch():
-    _, skip = by_host(node_label_plan([row("gpu-a", nvml_facts(readings.H100), gpu_labels=False)]))
+    skip = by_host(node_label_plan([row("gpu-a", nvml_facts(readings.H100), gpu_labels=False)]))[1]
     assert skip["gpu-a"]["reason"] == ("no labels to set: gpu_kubelet_gpu_labels is false and "
                                        "gpu_kubelet_node_labels is empty")
 
