@@ -191,6 +191,16 @@ def test_stopped_rollout_says_truthfully_whose_cordon_it_is(facts, words, hint):
     assert "budget.. " not in message and "budget. Nodes after it were not touched" in message
 
 
+def test_stopped_rollout_without_a_module_message_says_how_many_attempts():
+    stop = task(UPGRADE, "Stop the rollout, leaving the node as it is")
+    variables = dict(NODE, ansible_failed_task={"name": "Wait for the device plugin to advertise the node's GPUs again"},
+                     ansible_failed_result={"failed": True, "attempts": 121, "resources": []},
+                     gpufleet_upgrade_cordoned=True)
+    variables.update(stop.get("vars") or {})
+    message = " ".join(rendered(UPGRADE, stop["ansible.builtin.fail"]["msg"], **variables).split())
+    assert 'task "Wait for the device plugin to advertise the node\'s GPUs again" failed after 121 attempts. ' in message
+
+
 def drain_until(result, seconds_left, window=600):
     drain = task(UPGRADE, "Drain the node")
     return holds(UPGRADE, drain["until"], gpufleet_upgrade_drain=result,
