@@ -69,7 +69,7 @@ demo-clean:
 	rm -rf demo-output
 
 test: setup
-	$(MAKE) lint sanity units package molecule
+	$(MAKE) lint sanity units simcluster package molecule
 
 lint: venv collections docs-check playbooks-check
 	ansible-lint --profile production --offline
@@ -99,6 +99,10 @@ sanity: venv
 
 units: venv
 	scripts/ansible-test.sh units
+
+# The simulated cluster's conformance tests, driven by kubectl and the kubernetes Python client.
+simcluster: venv
+	$(VENV)/bin/python -m pytest -q tests/simcluster/tests
 
 molecule: venv collections mirrors
 	@for scenario in $(SCENARIOS); do \
