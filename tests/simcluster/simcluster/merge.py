@@ -414,7 +414,7 @@ def _sorted_entries(entries):
     """managedFields in the apiserver's order: operation, time, manager, subresource
     (fieldmanager/internal/managedfields.go, sortEncodedManagedFields)."""
     return sorted(entries, key=lambda e: (e.get("operation", ""), e.get("time") or "", e.get("manager", ""),
-                                         e.get("subresource", "")))
+                                          e.get("subresource", "")))
 
 
 def _without_managed_fields(obj):
