@@ -36,6 +36,14 @@ def wait_for(check, timeout=15.0, interval=0.05, what="condition"):
         time.sleep(interval)
 
 
+def wait_until(fetch, predicate, timeout=15.0, what="condition"):
+    """Fetch an object until predicate(object) holds; return that object."""
+    def check():
+        obj = fetch()
+        return obj if predicate(obj) else None
+    return wait_for(check, timeout, what=what)
+
+
 def status_of(err):
     """The metav1.Status body of an ApiException."""
     return json.loads(err.body)
@@ -141,8 +149,8 @@ class Simulator:
 
     def wait_pod_phase(self, name, phases, namespace="default", timeout=15.0):
         phases = (phases,) if isinstance(phases, str) else tuple(phases)
-        return wait_for(lambda: (lambda p: p if p.status.phase in phases else None)(self.pod(name, namespace)),
-                        timeout, what=f"pod {namespace}/{name} in phase {phases}")
+        return wait_until(lambda: self.pod(name, namespace), lambda p: p.status.phase in phases, timeout,
+                          what=f"pod {namespace}/{name} in phase {phases}")
 
     def events_for(self, name, namespace="default"):
         return self.core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={name}").items

@@ -8,7 +8,7 @@ import time
 import pytest
 from kubernetes.client.rest import ApiException
 
-from sim_helpers import pod_manifest, status_of, wait_for
+from sim_helpers import pod_manifest, status_of, wait_for, wait_until
 
 CLUSTER = "gpu-faults.yml"
 PLUGIN_NS = "kube-system"
@@ -33,10 +33,10 @@ def _ready(node):
 
 def test_api_errors_for_n_requests(simulator):
     simulator.fault("api-errors", count=2, code=500)
-    for _ in range(2):
+    for attempt in range(2):
         with pytest.raises(ApiException) as err:
             simulator.core.list_namespaced_pod("default")
-        assert err.value.status == 500
+        assert err.value.status == 500, attempt
         status = status_of(err.value)
         assert status["kind"] == "Status" and status["reason"] == "InternalError" and status["code"] == 500
     assert simulator.core.list_namespaced_pod("default").items is not None
@@ -71,8 +71,8 @@ def test_node_not_ready(simulator):
     events = wait_for(lambda: [e for e in simulator.events_for("avoids-down-node") if e.reason == "FailedScheduling"],
                       what="FailedScheduling")
     assert "1 node(s) had untolerated taint {node.kubernetes.io/unreachable: }" in events[0].message
-    node = wait_for(lambda: (lambda n: _ready(n).status == "True" and not n.spec.taints and n)(
-        simulator.node("l40s-node")), what="the node back")
+    node = wait_until(lambda: simulator.node("l40s-node"), lambda n: _ready(n).status == "True" and not n.spec.taints,
+                      what="the node back")
     assert _ready(node).reason == "KubeletReady"
     assert simulator.wait_pod_phase("avoids-down-node", "Running").spec.node_name == "l40s-node"
 

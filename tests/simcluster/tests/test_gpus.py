@@ -5,11 +5,12 @@ device-plugins/), the scheduler counts them, and a container granted GPUs sees e
 
 import json
 import re
+import time
 
 import pytest
 
 from sim_gpu import PLUGIN_NS, capture_list_lines, gpu_pod, plugin_config, plugin_daemonset, renumber
-from sim_helpers import wait_for
+from sim_helpers import wait_for, wait_until
 
 CLUSTER = "gpu.yml"
 H100 = "nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt"
@@ -50,7 +51,7 @@ def _listed(sim, name):
 def test_no_gpus_before_the_device_plugin(simulator):
     assert _allocatable(simulator, "h100-node", "nvidia.com/gpu") is None
     simulator.core.create_namespaced_pod("default", gpu_pod("too-early", {"nvidia.com/gpu": "1"}))
-    pod = wait_for(lambda: (lambda p: p.status.conditions and p)(simulator.pod("too-early")), what="a verdict")
+    pod = wait_until(lambda: simulator.pod("too-early"), lambda p: p.status.conditions, what="a verdict")
     assert pod.status.conditions[-1].message.startswith("0/4 nodes are available: 4 Insufficient nvidia.com/gpu.")
     simulator.core.delete_namespaced_pod("too-early", "default", grace_period_seconds=0)
 
@@ -59,6 +60,17 @@ def test_no_gpus_before_the_device_plugin(simulator):
 def plugin(simulator):
     simulator.core.create_namespaced_config_map(PLUGIN_NS, plugin_config("none"))
     simulator.apps.create_namespaced_daemon_set(PLUGIN_NS, plugin_daemonset())
+    # When the L40S node's plugin pod runs, and when the node advertises its GPU.
+    seen = {}
+    deadline = time.monotonic() + 20
+    while len(seen) < 2 and time.monotonic() < deadline:
+        pods = simulator.core.list_namespaced_pod(PLUGIN_NS, field_selector="spec.nodeName=l40s-node").items
+        if pods and pods[0].status.phase == "Running":
+            seen.setdefault("running", time.monotonic())
+        if "nvidia.com/gpu" in (simulator.node("l40s-node").status.allocatable or {}):
+            seen.setdefault("advertised", time.monotonic())
+        time.sleep(0.01)
+    simulator.plugin_times = seen
     return simulator
 
 
@@ -72,6 +84,10 @@ def test_the_device_plugin_advertises_the_gpus(plugin):
     log = plugin.core.read_namespaced_pod_log(pods[0].metadata.name, PLUGIN_NS)
     assert "Starting to serve 'nvidia.com/gpu' on /var/lib/kubelet/device-plugins/nvidia-gpu.sock" in log
     plugin.kubectl("rollout", "status", "ds/nvidia-device-plugin", "-n", PLUGIN_NS, "--timeout=20s")
+    # The node advertises its GPUs a while after the plugin started: the plugin registers with the
+    # kubelet first (the cluster file gives that 0.5 s).
+    times = plugin.plugin_times
+    assert times["advertised"] - times["running"] > 0.25
 
 
 def test_a_container_sees_the_gpus_it_was_granted(plugin):

@@ -6,7 +6,7 @@ import pytest
 from kubernetes import watch
 from kubernetes.client.rest import ApiException
 
-from sim_helpers import pod_manifest, status_of, wait_for
+from sim_helpers import pod_manifest, status_of
 
 CLUSTER = "basic.yml"
 
@@ -67,9 +67,8 @@ def test_watch_sees_objects_entering_and_leaving_the_selection(simulator):
 def test_watch_from_a_compacted_version_is_gone(simulator):
     # A resourceVersion older than the server's history answers 410 Gone ("Expired").
     with pytest.raises(ApiException) as err:
-        for _ in watch.Watch().stream(simulator.core.list_namespaced_config_map, "team-a", resource_version="1",
-                                      timeout_seconds=2):
-            pass
+        list(watch.Watch().stream(simulator.core.list_namespaced_config_map, "team-a", resource_version="1",
+                                  timeout_seconds=2))
     assert err.value.status == 410
     assert "Expired" in err.value.reason
 
@@ -151,4 +150,3 @@ def test_list_pagination(labelled):
     # The namespace also holds kube-root-ca.crt in a real cluster; only ours are counted here.
     assert sorted(n for n in names if n.startswith("sel-")) == sorted(LABELLED)
     assert not rest.metadata._continue
-    wait_for(lambda: True)

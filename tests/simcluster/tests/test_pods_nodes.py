@@ -6,7 +6,7 @@ concepts/scheduling-eviction/taint-and-toleration/#taint-nodes-by-condition)."""
 import pytest
 from kubernetes.client.rest import ApiException
 
-from sim_helpers import pod_manifest, status_of, wait_for
+from sim_helpers import pod_manifest, status_of, wait_for, wait_until
 
 CLUSTER = "basic.yml"
 
@@ -85,7 +85,7 @@ def test_eviction_refused_by_a_budget_is_429(simulator):
 
 
 def test_drain_keeps_retrying_against_a_budget_and_times_out(simulator):
-    pods, _ = _deployment_with_budget(simulator, "drain-none", "stuck", {"maxUnavailable": 0})
+    pods = _deployment_with_budget(simulator, "drain-none", "stuck", {"maxUnavailable": 0})[0]
     node = pods[0].spec.node_name
     result = simulator.kubectl("drain", node, "--ignore-daemonsets", "--pod-selector=app=stuck", "--timeout=2s",
                                check=False, timeout=30)
@@ -119,8 +119,8 @@ def test_drain_with_a_budget_that_allows_one(simulator):
 
 def test_node_status_patch_advertises_an_extended_resource(simulator):
     simulator.core.patch_node_status("node-c", {"status": {"capacity": {"example.com/dongle": "4"}}})
-    node = wait_for(lambda: (lambda n: n.status.allocatable.get("example.com/dongle") == "4" and n)(
-        simulator.node("node-c")), what="the kubelet to copy the capacity into allocatable")
+    node = wait_until(lambda: simulator.node("node-c"), lambda n: n.status.allocatable.get("example.com/dongle") == "4",
+                      what="the kubelet to copy the capacity into allocatable")
     assert node.status.capacity["example.com/dongle"] == "4"
     pod = pod_manifest("dongle-user", ["sleep", "infinity"],
                        container={"resources": {"limits": {"example.com/dongle": "3"}}})
@@ -132,7 +132,7 @@ def test_node_status_patch_advertises_an_extended_resource(simulator):
 
 def test_cordon_and_uncordon(simulator):
     simulator.kubectl("cordon", "node-b")
-    node = wait_for(lambda: (lambda n: n.spec.taints and n)(simulator.node("node-b")), what="the taint")
+    node = wait_until(lambda: simulator.node("node-b"), lambda n: n.spec.taints, what="the taint")
     assert node.spec.unschedulable is True
     assert [(t.key, t.effect) for t in node.spec.taints] == [("node.kubernetes.io/unschedulable", "NoSchedule")]
     assert node.spec.taints[0].time_added is not None
@@ -140,13 +140,12 @@ def test_cordon_and_uncordon(simulator):
     assert row[1] == "Ready,SchedulingDisabled"
     simulator.core.create_namespaced_pod("default", pod_manifest("wants-b", ["sleep", "infinity"],
                                                                  nodeSelector={"zone": "b"}))
-    pending = wait_for(lambda: (lambda p: p.status.conditions and p)(simulator.pod("wants-b")),
-                       what="a scheduling verdict")
+    pending = wait_until(lambda: simulator.pod("wants-b"), lambda p: p.status.conditions, what="a scheduling verdict")
     assert pending.status.phase == "Pending"
     scheduled = next(c for c in pending.status.conditions if c.type == "PodScheduled")
     assert scheduled.status == "False" and scheduled.reason == "Unschedulable"
     assert "1 node(s) were unschedulable" in scheduled.message
     simulator.kubectl("uncordon", "node-b")
-    node = wait_for(lambda: (lambda n: not n.spec.taints and n)(simulator.node("node-b")), what="no taint")
+    node = wait_until(lambda: simulator.node("node-b"), lambda n: not n.spec.taints, what="no taint")
     assert not node.spec.unschedulable
     assert simulator.wait_pod_phase("wants-b", "Running").spec.node_name == "node-b"

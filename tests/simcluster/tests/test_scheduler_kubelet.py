@@ -5,7 +5,7 @@ tasks/debug/debug-application/determine-reason-pod-failure/)."""
 
 import re
 
-from sim_helpers import pod_manifest, wait_for
+from sim_helpers import pod_manifest, wait_for, wait_until
 
 CLUSTER = "basic.yml"
 NS = "default"
@@ -16,8 +16,10 @@ def _condition(pod, kind):
 
 
 def _unschedulable(sim, name):
-    return wait_for(lambda: (lambda p: (c := _condition(p, "PodScheduled")) and c.status == "False" and p)(
-        sim.pod(name)), what=f"{name} found unschedulable")
+    def refused(pod):
+        condition = _condition(pod, "PodScheduled")
+        return condition is not None and condition.status == "False"
+    return wait_until(lambda: sim.pod(name), refused, what=f"{name} found unschedulable")
 
 
 def test_match_fields_pins_a_pod_to_a_node(simulator):
