@@ -94,7 +94,7 @@ def _context(kubeconfig):
 
 def _healthy(kubeconfig):
     try:
-        url, _ = read_kubeconfig(kubeconfig)
+        url, _token = read_kubeconfig(kubeconfig)
         with urllib.request.urlopen(url + "/healthz", timeout=1, context=_context(kubeconfig)) as answer:
             return answer.status == 200
     except (OSError, KeyError, TypeError, ValueError):
@@ -124,7 +124,7 @@ def start(args):
             os.remove(pid_file)
             sys.exit(f"simcluster: the server exited with {process.returncode}")
         if os.path.exists(args.kubeconfig) and _healthy(args.kubeconfig):
-            url, _ = read_kubeconfig(args.kubeconfig)
+            url, _token = read_kubeconfig(args.kubeconfig)
             print(f"simcluster: running at {url} (pid {process.pid}); kubeconfig {args.kubeconfig}")
             return
         time.sleep(0.1)
@@ -141,7 +141,7 @@ def stop(args):
         pid = int(handle.read().strip())
     try:
         os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
+        for _attempt in range(100):
             os.kill(pid, 0)
             time.sleep(0.1)
         os.kill(pid, signal.SIGKILL)
@@ -152,7 +152,7 @@ def stop(args):
 
 
 def _admin(kubeconfig, method, path, body=None):
-    url, _ = read_kubeconfig(kubeconfig)
+    url, _token = read_kubeconfig(kubeconfig)
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
@@ -163,7 +163,7 @@ def _admin(kubeconfig, method, path, body=None):
 def fault(args):
     spec = {"type": args.type}
     for item in args.settings:
-        key, _, value = item.partition("=")
+        key, _sep, value = item.partition("=")
         spec[key] = int(value) if value.isdigit() else value
     print(json.dumps(_admin(args.kubeconfig, "POST", "/simcluster/v1/faults", spec)))
 

@@ -106,11 +106,11 @@ def decode(obj, version, mode):
                     unknown.append((list(leaf.absolute_path), extra, leaf.instance))
     if not unknown:
         return []
-    names = [_path_text(path + [extra]) for path, extra, _ in unknown]
+    names = [_path_text(path + [extra]) for path, extra, _holder in unknown]
     if mode == "Strict":
         text = ", ".join(f'unknown field "{n}"' for n in names)
         raise ApiError(400, f"{_cannot_handle(obj)}strict decoding error: {text}", "BadRequest")
-    for _, extra, holder in unknown:
+    for _path, extra, holder in unknown:
         holder.pop(extra, None)
     return [] if mode == "Ignore" else [f'unknown field "{n}"' for n in names]
 
@@ -320,8 +320,8 @@ def _pod_spec_causes(spec, prefix, pod_level):
                 for rname, value in (resources.get(section) or {}).items():
                     amount = quantity(value)
                     if amount is None:
-                        raise ApiError(400, f"quantities must match the regular expression "
-                                            f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'", "BadRequest")
+                        raise ApiError(400, "quantities must match the regular expression "
+                                            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'", "BadRequest")
                     if "/" in rname and not rname.startswith(("kubernetes.io/", "requests.")) \
                             and amount != amount.to_integral_value():
                         causes.append({"field": f"{here}.resources.{section}[{rname}]",
@@ -332,8 +332,8 @@ def _pod_spec_causes(spec, prefix, pod_level):
                     if rname not in limits:
                         causes.append({"reason": "FieldValueRequired",
                                        "field": f"{here}.resources.limits",
-                                       "message": f"Required value: Limit must be set for non overcommitable "
-                                                  f"resources"})
+                                       "message": "Required value: Limit must be set for non overcommitable "
+                                                  "resources"})
                     elif rname in requests and quantity(limits[rname]) != quantity(requests[rname]):
                         causes.append({"field": f"{here}.resources.requests[{rname}]",
                                        "message": f'Invalid value: "{requests[rname]}": must be equal to '

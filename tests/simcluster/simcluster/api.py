@@ -239,8 +239,8 @@ class Handler(BaseHTTPRequestHandler):
         if content_type not in ("application/json", "application/yaml", "*/*") and content_type not in PATCH_TYPES:
             # Not decoded here (application/vnd.kubernetes.protobuf, application/cbor): 415, as
             # apiserver answers a media type it has no serializer for (handlers/rest.go).
-            raise ApiError(415, f'the body of the request was in an unknown format - accepted media types '
-                                f'include: application/json, application/yaml', "UnsupportedMediaType")
+            raise ApiError(415, 'the body of the request was in an unknown format - accepted media types '
+                                'include: application/json, application/yaml', "UnsupportedMediaType")
         try:
             if content_type in ("application/yaml", "application/apply-patch+yaml"):
                 return yaml.safe_load(raw)
@@ -433,7 +433,7 @@ class Handler(BaseHTTPRequestHandler):
             if verb == "DELETE":
                 self._delete_collection(res, namespace, dry_run)
                 return
-            raise ApiError(405, f"the server does not allow this method on the requested resource", "MethodNotAllowed")
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
         if sub == "log":
             self._log(namespace, name)
             return
@@ -649,7 +649,7 @@ class Handler(BaseHTTPRequestHandler):
         cluster = self.server_state.cluster
         body = self._body() or {}
         if (body.get("metadata") or {}).get("name", name) != name:
-            raise ApiError(400, f"name in URL does not match name in Eviction object", "BadRequest")
+            raise ApiError(400, "name in URL does not match name in Eviction object", "BadRequest")
         pdbs = BY_KEY[("policy", "poddisruptionbudgets")]
         with cluster.lock:
             pod = cluster.store.peek(res, namespace, name)

@@ -45,7 +45,7 @@ RUNTIME_DEFAULTS = {"defaultRuntime": "runc", "handlers": ["runc", "nvidia"], "c
 
 
 def random_suffix(length=5):
-    return "".join(random.choice(_NAME_CHARS) for _ in range(length))
+    return "".join(random.choice(_NAME_CHARS) for _index in range(length))
 
 
 class Faults:

@@ -161,7 +161,7 @@ class Controllers:
                       ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
             if down:
                 wanted = [(t, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-                          for t, _, _, _ in wanted]
+                          for t, *_rest in wanted]
             new = []
             for ctype, value, reason, message in wanted:
                 old = conditions.get(ctype)
@@ -323,7 +323,7 @@ class Controllers:
             pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, rs)]
             active = [p for p in pods if not terminal(p) and not p["metadata"].get("deletionTimestamp")]
             want = 0 if rs["metadata"].get("deletionTimestamp") else rs["spec"].get("replicas", 1)
-            for _ in range(want - len(active)):
+            for _missing in range(want - len(active)):
                 self._create_pod_from_template(rs, rs["spec"]["template"], f"{rs['metadata']['name']}-",
                                                REPLICASETS)
             extra = sorted(active, key=lambda p: (bool(p["spec"].get("nodeName")), pod_ready(p)))

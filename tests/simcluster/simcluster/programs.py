@@ -168,7 +168,7 @@ def run_script(script, ctx):
         for word in joined:
             match = re.match(r"^(\d?)(>>?)(&1|.+)$", word)
             if match:
-                fd, _, target = match.groups()
+                fd, _op, target = match.groups()
                 if fd == "2":
                     stderr_to = stdout_to if target == "&1" else target
                 else:

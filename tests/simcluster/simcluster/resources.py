@@ -7,7 +7,7 @@ come from this table. Merge keys follow the ``patchMergeKey`` and
 which is what the OpenAPI schema says for lists without a marker.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -109,12 +109,12 @@ class Store:
 
     def list(self, res, namespace=None):
         with self.lock:
-            items = [o for (ns, _), o in self.bucket(res).items() if namespace in (None, "", ns)]
+            items = [o for (ns, _name), o in self.bucket(res).items() if namespace in (None, "", ns)]
             return [copy.deepcopy(o) for o in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""),
                                                                            o["metadata"]["name"]))]
 
     def peek_list(self, res, namespace=None):
-        return [o for (ns, _), o in self.bucket(res).items() if namespace in (None, "", ns)]
+        return [o for (ns, _name), o in self.bucket(res).items() if namespace in (None, "", ns)]
 
     def _record(self, res, kind, obj, old):
         self.log.append((int(obj["metadata"]["resourceVersion"]), res.key, kind, copy.deepcopy(obj), old))
