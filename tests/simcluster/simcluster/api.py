@@ -88,7 +88,7 @@ def _node_row(node):
 def _ds_row(ds):
     status = ds.get("status") or {}
     selector = ",".join(f"{k}={v}" for k, v in sorted(((ds["spec"]["template"].get("spec") or {})
-                                                        .get("nodeSelector") or {}).items())) or "<none>"
+                                                       .get("nodeSelector") or {}).items())) or "<none>"
     containers = ds["spec"]["template"]["spec"].get("containers") or []
     return [ds["metadata"]["name"], status.get("desiredNumberScheduled", 0), status.get("currentNumberScheduled", 0),
             status.get("numberReady", 0), status.get("updatedNumberScheduled", 0), status.get("numberAvailable", 0),

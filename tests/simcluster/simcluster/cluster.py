@@ -150,7 +150,7 @@ class Cluster:
                                         "osImage": entry.get("osImage", "Debian GNU/Linux 12 (bookworm)"),
                                         "kernelVersion": entry.get("kernelVersion", "6.1.0-28-amd64"),
                                         "machineID": f"{index:032x}", "systemUUID": f"{index:08x}-0000-0000-0000-"
-                                                                                   f"000000000000",
+                                                                                    f"000000000000",
                                         "bootID": f"{index:08x}-b007-0000-0000-000000000000"}}}
         if entry.get("unschedulable"):
             node["spec"]["unschedulable"] = True
@@ -247,7 +247,7 @@ class Cluster:
     def pod_security_level(self, namespace):
         ns = self.store.peek(BY_KEY[("", "namespaces")], "", namespace) or {}
         return (ns.get("metadata", {}).get("labels") or {}).get("pod-security.kubernetes.io/enforce",
-                                                                   self.pod_security_default)
+                                                                self.pod_security_default)
 
     def _admit(self, res, obj, old, warnings):
         namespace = obj["metadata"].get("namespace")

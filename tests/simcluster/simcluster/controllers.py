@@ -576,7 +576,7 @@ class Controllers:
         tolerations = spec.get("tolerations") or []
         if node["spec"].get("unschedulable") and not any(
                 (t.get("key") == "node.kubernetes.io/unschedulable" or (not t.get("key") and
-                                                                       t.get("operator") == "Exists"))
+                                                                        t.get("operator") == "Exists"))
                 and t.get("effect") in (None, "", "NoSchedule") for t in tolerations):
             return [("node(s) were unschedulable", True)]
         bad = untolerated_taints(tolerations, node["spec"].get("taints"))
@@ -957,7 +957,7 @@ class Controllers:
                 and restart == "Never" and all(s and s["state"] == "terminated" for s in main_states):
             phase = "Failed"
         elif state["init_index"] >= len(inits) and all(s and s["state"] != "waiting" or (s and s["restarts"])
-                                                        for s in main_states) and main_states:
+                                                       for s in main_states) and main_states:
             phase = "Running"
         elif any(s and s.get("final") and s["rc"] != 0 for s in
                  (state["containers"].get(c["name"]) for c in inits)):

@@ -405,7 +405,7 @@ def apply(live, applied, manager, force, api_version, timestamp, subresource=Non
     if mine_paths:
         entries.append({"manager": manager, "operation": "Apply", "apiVersion": api_version, "time": timestamp,
                         "fieldsType": "FieldsV1", "fieldsV1": mine, **({"subresource": subresource}
-                                                                        if subresource else {})})
+                                                                       if subresource else {})})
     result.setdefault("metadata", {})["managedFields"] = _sorted_entries(entries)
     return result
 
