@@ -283,7 +283,7 @@ def _name_causes(res, meta):
         causes.append({"field": "metadata.name", "message": f'Invalid value: "{name}": {SUBDOMAIN_TEXT}'})
     for kind in ("labels", "annotations"):
         for key, value in (meta.get(kind) or {}).items():
-            prefix, _, short = key.rpartition("/")
+            prefix, _sep, short = key.rpartition("/")
             if not LABEL_NAME.match(short) or len(short) > 63 or (prefix and not DNS_SUBDOMAIN.match(prefix)):
                 causes.append({"field": f"metadata.{kind}", "message": f'Invalid value: "{key}": name part must '
                                "consist of alphanumeric characters, '-', '_' or '.', and must start and end with an "

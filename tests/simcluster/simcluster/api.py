@@ -580,7 +580,7 @@ class Handler(BaseHTTPRequestHandler):
                         store.changed.wait(min(1.0, max(0.0, deadline - time.monotonic())))
                         entries = store.events_since(last, {res.key})
                 out = []
-                for rv, _, kind, obj, old in entries:
+                for rv, _key, kind, obj, old in entries:
                     last = rv
                     now_in, was_in = visible(obj), visible(old) if kind == "MODIFIED" else None
                     if kind == "MODIFIED" and now_in and not was_in:
