@@ -109,6 +109,20 @@ def test_site_labels_only_hosts_with_facts_from_this_run_in_state_ok():
     assert holds(CLUSTER, say["when"], __gpufleet_label_plan=plan)
 
 
+@pytest.mark.parametrize("settings, passed", [
+    ({}, "accept"),
+    ({"gpu-a": "ignore", "gpu-b": "ignore"}, "ignore"),
+    ({"gpu-a": "ignore"}, "accept"),
+    ({"gpu-a": "accept", "gpu-b": "keep"}, "accept"),
+])
+def test_site_tells_the_device_plugin_how_the_toolkit_left_the_runtime(settings, passed):
+    deploy = task(CLUSTER, "Deploy the device plugin")
+    hostvars = {host: ({"gpu_container_toolkit_visible_devices_envvar": settings[host]} if host in settings else {})
+                for host in ("gpu-a", "gpu-b")}
+    value = deploy["vars"]["gpu_device_plugin_runtime_visible_devices_envvar"]
+    assert rendered(CLUSTER, value, groups={"gpu_nodes": ["gpu-a", "gpu-b"]}, hostvars=hostvars) == passed
+
+
 # upgrade_driver.yml
 
 UPGRADE = playbook("upgrade_driver.yml")[0]
