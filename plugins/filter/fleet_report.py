@@ -4,12 +4,15 @@
 """Filter: the NVIDIA facts of many hosts to the data of one fleet report.
 
 Pure data handling over ``ansible_facts['nvidia']`` (gpufleet.nvidia.nvml_facts),
+the cluster's Node objects and the results site.yml keeps of its cluster part,
 so every row and every summary figure the report shows is unit-tested on data
 alone; the templates only lay it out.
 """
 
 from __future__ import annotations
 
+import copy
+import json
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -43,6 +46,12 @@ _SPLIT_LABELS = frozenset(
 _LABEL_ORDER = ("gpu.product", "gpu.count", "gpu.memory", "gpu.family", "gpu.compute.major", "gpu.compute.minor",
                 "mig.capable", "gpu.present", "cuda.driver-version.full", "cuda.runtime-version.full")
 _DIGITS_RE = re.compile(r"(\d+)")
+# The results file site.yml writes (cluster_results): its format number and writer.
+RESULTS_FORMAT = 1
+RESULTS_WRITER = "gpufleet.nvidia.site"
+# Where a host's resources come from: the Node's allocatable, as the API answers now.
+RESOURCE_PREFIX = "nvidia.com/"
+_ISO_TIME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2}(\.\d+)?)?(Z|[+-]00:?00)$")
 
 
 def natural_key(text):
@@ -206,7 +215,7 @@ def _labels_brief(labels):
     return brief
 
 
-def _row(node, value):
+def _row(node, value, cluster=None):
     facts, state, message = _facts_of(node, value)
     gpus = (facts or {}).get("gpus") or []
     labels = _labels(facts) if facts is not None else {}
@@ -227,24 +236,278 @@ def _row(node, value):
         "labels_brief": _labels_brief(labels),
         "driver_drift": False,
     }
+    row["cluster"] = _cluster_row(node, facts, cluster or _cluster_context(None))
     return row
+
+
+# ---- the cluster: what each node advertises, its last smoke verdict ---------------------
+
+def _plain(value):
+    """A quantity as the API serialises it ("2") -> 2; other forms ("500m", "1k") stay text."""
+    text = str(value)
+    return int(text) if text.isdigit() else text
+
+
+def when_text(stamp):
+    """'2026-11-23T15:40:12Z' -> '2026-11-23 15:40 UTC'; other forms stay as they are; None stays None."""
+    if not stamp:
+        return None
+    match = _ISO_TIME_RE.match(str(stamp))
+    return "%s %s UTC" % (match.group(1), match.group(2)) if match else str(stamp)
+
+
+def _results_hosts(value, name="the results file"):
+    """(host -> entry, problem) from the results file's text or data; the problem is a sentence or None."""
+    if value is None or value == "":
+        return {}, None
+    if isinstance(value, (bytes, str)):
+        try:
+            value = json.loads(value)
+        except ValueError as err:
+            return {}, "%s is not JSON (%s)" % (name, err)
+    if not isinstance(value, dict) or not isinstance(value.get("hosts"), dict):
+        return {}, "%s is not the file %s writes (no 'hosts' mapping)" % (name, RESULTS_WRITER)
+    if value.get("format") != RESULTS_FORMAT:
+        return {}, "%s has format %r; this report reads format %d" % (name, value.get("format"), RESULTS_FORMAT)
+    return dict((str(host), entry) for host, entry in value["hosts"].items() if isinstance(entry, dict)), None
+
+
+def _rows_of(rows, what):
+    if rows is None:
+        return []
+    if not isinstance(rows, list) or not all(isinstance(row, dict) and row.get("host") for row in rows):
+        raise AnsibleFilterError(
+            "cluster_results: %s must be a list of rows with a 'host' (%s), got %r" % (
+                what, "gpu_device_plugin_report" if what == "device_plugin" else "gpu_smoke_test_report", rows))
+    return rows
+
+
+def cluster_results(previous, device_plugin=None, smoke_test=None, time=None):
+    """The results file site.yml keeps for the fleet report, with this run's rows merged in.
+
+    ``previous``: the file's text or data, or empty (a file that is not ours is
+    replaced). ``device_plugin``: gpu_device_plugin_report rows; ``smoke_test``:
+    gpu_smoke_test_report rows; ``time``: when they were taken (ISO 8601, UTC).
+    Per host, each part keeps its last row with its time; a smoke row without a
+    verdict (``not run``: check mode, a stage that never ran) changes nothing.
+    """
+    hosts, dummy = _results_hosts(previous)
+    hosts = copy.deepcopy(hosts)
+    updates = [("device_plugin", row) for row in _rows_of(device_plugin, "device_plugin")]
+    updates += [("smoke_test", row) for row in _rows_of(smoke_test, "smoke_test")
+                if row.get("ok") is not None or row.get("tested") is False]
+    if updates and not (isinstance(time, str) and time):
+        raise AnsibleFilterError("cluster_results: give the time of the rows (ISO 8601, UTC), got %r" % (time,))
+    for part, row in updates:
+        entry = hosts.setdefault(str(row["host"]), {})
+        entry["node"] = row.get("node") or entry.get("node") or str(row["host"])
+        kept = dict((key, value) for key, value in row.items() if key != "host")
+        kept["time"] = time
+        entry[part] = kept
+    return {
+        "format": RESULTS_FORMAT,
+        "written_by": RESULTS_WRITER,
+        "hosts": dict((host, hosts[host]) for host in sorted(hosts, key=natural_key)),
+    }
+
+
+def _cluster_context(cluster):
+    """What report.yml gathered of the cluster, checked and indexed once for every row."""
+    if cluster is None:
+        cluster = {}
+    if not isinstance(cluster, dict):
+        raise AnsibleFilterError(
+            "fleet_report: cluster must be a dict (api_host, nodes, node_names, results, results_file), got %s"
+            % type(cluster).__name__)
+    api_host = cluster.get("api_host")
+    answer = cluster.get("nodes")
+    by_name = {}
+    if not api_host:
+        state, message = "none", ("no Kubernetes API host in the inventory "
+                                  "(kube_control_plane, or gpufleet_kube_api_host)")
+    elif answer is None:
+        state, message = "not_read", "the Nodes were not read through %s" % api_host
+    elif isinstance(answer, dict) and answer.get("unreachable"):
+        state, message = "not_read", "%s could not be reached: %s" % (
+            api_host, answer.get("msg") or answer["unreachable"])
+    elif isinstance(answer, dict) and (answer.get("failed") or answer.get("skipped")):
+        state, message = "not_read", "reading the Nodes through %s failed: %s" % (
+            api_host, answer.get("msg") or ("skipped" if answer.get("skipped") else "no message"))
+    else:
+        resources = answer.get("resources") if isinstance(answer, dict) else answer
+        if not isinstance(resources, list):
+            raise AnsibleFilterError(
+                "fleet_report: cluster.nodes must be kubernetes.core.k8s_info's result for kind Node, or its "
+                "resources; got %r" % (answer,))
+        for node in resources:
+            name = ((node or {}).get("metadata") or {}).get("name")
+            if name:
+                by_name[name] = node
+        state, message = "read", "%d Nodes read through %s" % (len(by_name), api_host)
+    results_file = cluster.get("results_file") or "the results file"
+    results, problem = _results_hosts(cluster.get("results"), results_file)
+    return {
+        "state": state,
+        "message": message,
+        "api_host": api_host or None,
+        "nodes": by_name,
+        "node_names": cluster.get("node_names") or {},
+        "results": results,
+        "results_file": cluster.get("results_file") or None,
+        "results_problem": problem,
+    }
+
+
+def _node_status(node):
+    """'Ready', 'NotReady (reason)', with ', cordoned' when unschedulable."""
+    conditions = ((node.get("status") or {}).get("conditions")) or []
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None:
+        text = "no Ready condition"
+    elif ready.get("status") == "True":
+        text = "Ready"
+    else:
+        text = "NotReady (%s)" % (ready.get("reason") or ready.get("message") or ready.get("status"))
+    if (node.get("spec") or {}).get("unschedulable"):
+        text += ", cordoned"
+    return text
+
+
+def _resources_text(resources):
+    return ", ".join("%s: %s" % (name, resources[name]) for name in sorted(resources))
+
+
+def _cluster_row(host, facts, context):
+    node_name = str(context["node_names"].get(host) or host)
+    recorded = context["results"].get(host) or {}
+    out = {
+        "node": node_name,
+        "advertised": {},
+        "advertised_source": None,
+        "advertised_time": None,
+        "advertises": None,
+        "advertises_severity": "info",
+        "node_status": None,
+        "smoke_ok": None,
+        "smoke_tested": None,
+        "smoke": None,
+        "smoke_detail": None,
+        "smoke_time": None,
+        "smoke_severity": "info",
+    }
+    # What the node advertises: its Node now when the API was read, else what site.yml saw.
+    if context["state"] == "read":
+        node = context["nodes"].get(node_name)
+        if node is None:
+            out["advertises"] = "no Node named %s in the cluster" % node_name
+            out["advertises_severity"] = "warn"
+        else:
+            allocatable = (node.get("status") or {}).get("allocatable") or {}
+            out["advertised"] = dict((key, _plain(value)) for key, value in allocatable.items()
+                                     if key.startswith(RESOURCE_PREFIX))
+            out["advertised_source"] = "api"
+            out["node_status"] = _node_status(node)
+            gpus = len((facts or {}).get("gpus") or [])
+            if any(value not in (0, "0") for value in out["advertised"].values()):
+                out["advertises"] = _resources_text(out["advertised"])
+                out["advertises_severity"] = "ok" if out["node_status"] == "Ready" else "warn"
+            elif (facts or {}).get("state") == "ok" and gpus:
+                out["advertises"] = "no %s resource, though nvml_facts sees %s" % (
+                    RESOURCE_PREFIX, _plural(gpus, "GPU"))
+                out["advertises_severity"] = "bad"
+            else:
+                out["advertises"] = "no %s resource" % RESOURCE_PREFIX
+    elif recorded.get("device_plugin"):
+        check = recorded["device_plugin"]
+        out["advertised"] = dict((key, _plain(value)) for key, value in (check.get("advertised") or {}).items())
+        out["advertised_source"] = "recorded"
+        out["advertised_time"] = when_text(check.get("time"))
+        if check.get("ok") and out["advertised"]:
+            out["advertises"] = _resources_text(out["advertised"])
+            out["advertises_severity"] = "ok"
+        else:
+            out["advertises"] = check.get("message") or "no %s resource" % RESOURCE_PREFIX
+            out["advertises_severity"] = "ok" if check.get("ok") else "bad"
+    else:
+        out["advertises"] = "no cluster in the inventory" if context["state"] == "none" else "cluster not read"
+
+    smoke = recorded.get("smoke_test")
+    if smoke:
+        detail = smoke.get("detail") or []
+        out["smoke_ok"] = smoke.get("ok")
+        out["smoke_tested"] = smoke.get("tested")
+        out["smoke"] = smoke.get("verdict") or ("passed" if smoke.get("ok") else "not run")
+        out["smoke_time"] = when_text(smoke.get("time"))
+        if smoke.get("ok") is False:
+            out["smoke_severity"] = "bad"
+            out["smoke_detail"] = detail[-1] if detail else None
+        elif smoke.get("tested") is False:
+            out["smoke_severity"] = "warn"
+        elif smoke.get("ok"):
+            out["smoke_severity"] = "ok"
+            out["smoke_detail"] = detail[0] if detail else None
+    else:
+        out["smoke"] = "no verdict recorded"
+        out["smoke_detail"] = context["results_problem"]
+    return out
+
+
+def _cluster_summary(rows, context):
+    totals = {}
+    counts = {}
+    sources = set()
+    for row in rows:
+        cluster = row["cluster"]
+        if cluster["advertised_source"]:
+            sources.add(cluster["advertised_source"])
+        for name, value in cluster["advertised"].items():
+            if isinstance(value, int):
+                totals[name] = totals.get(name, 0) + value
+                counts[name] = counts.get(name, 0) + (1 if value else 0)
+    smoke = {"passed": 0, "failed": 0, "not_tested": 0, "no_verdict": 0}
+    for row in rows:
+        cluster = row["cluster"]
+        if cluster["smoke_ok"] is True:
+            smoke["passed"] += 1
+        elif cluster["smoke_ok"] is False:
+            smoke["failed"] += 1
+        elif cluster["smoke_tested"] is False:
+            smoke["not_tested"] += 1
+        else:
+            smoke["no_verdict"] += 1
+    return {
+        "state": context["state"],
+        "message": context["message"],
+        "api_host": context["api_host"],
+        "advertised": [{"resource": name, "count": totals[name], "nodes": counts[name]} for name in sorted(totals)],
+        "advertised_source": "api" if "api" in sources else ("recorded" if sources else None),
+        "smoke": smoke,
+        "results_file": context["results_file"],
+        "results_problem": context["results_problem"],
+    }
 
 
 def _counted(counts, order, key):
     return [{key: name, "count": counts[name]} for name in order]
 
 
-def fleet_report(nodes):
+def fleet_report(nodes, cluster=None):
     """Rows per node and the fleet summary, from ``{node: facts}``.
 
     Each value is ``ansible_facts['nvidia']``, the registered result of
     gpufleet.nvidia.nvml_facts (unreachable and failed results included), a
     dict ``{"unreachable": "reason"}``, or null for a host without facts.
+    ``cluster`` is what report.yml gathered of the cluster: ``api_host`` (the
+    host the Nodes were read through, empty for none), ``nodes`` (its
+    kubernetes.core.k8s_info result for kind Node), ``node_names`` (host ->
+    Kubernetes node name), ``results`` (the text of the file site.yml keeps,
+    see cluster_results) and ``results_file`` (its path, for messages).
     """
     if not isinstance(nodes, dict):
         raise AnsibleFilterError(
             "fleet_report expects a dict of node name -> ansible_facts['nvidia'], got %s" % type(nodes).__name__)
-    rows = [_row(str(node), nodes[node]) for node in sorted(nodes, key=natural_key)]
+    context = _cluster_context(cluster)
+    rows = [_row(str(node), nodes[node], context) for node in sorted(nodes, key=natural_key)]
 
     states = {}
     for row in rows:
@@ -298,6 +561,7 @@ def fleet_report(nodes):
         "cuda_versions": cuda_versions,
         "nodes_with_health_flags": flagged,
         "health_flags": sum(len(row["health"]) for row in rows),
+        "cluster": _cluster_summary(rows, context),
     }
     return {"summary": summary, "rows": rows}
 
@@ -306,4 +570,5 @@ class FilterModule(object):
     def filters(self):
         return {
             "fleet_report": fleet_report,
+            "cluster_results": cluster_results,
         }

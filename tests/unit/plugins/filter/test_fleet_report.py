@@ -5,12 +5,15 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.filter import device_plugin as dp
 from ansible_collections.gpufleet.nvidia.plugins.filter import fleet_report as fr
+from ansible_collections.gpufleet.nvidia.plugins.filter import smoke_test as st
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import node_labels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
@@ -295,5 +298,265 @@ def test_memory_in_gib(mib, gib, text):
     assert fr.gib_text(fr.gib(mib)) == text
 
 
-def test_filter_is_exported():
-    assert fr.FilterModule().filters() == {"fleet_report": fr.fleet_report}
+def test_filters_are_exported():
+    assert fr.FilterModule().filters() == {"fleet_report": fr.fleet_report, "cluster_results": fr.cluster_results}
+
+
+# ---- the cluster: results site.yml keeps, Nodes the API answers ----------------------------
+
+RTX_4000_ADA = smi_facts("telegraf-rtx-4000-sff-ada-driver-595.84-v13.xml")
+TIME = "2026-11-23T15:57:34Z"
+LATER = "2026-11-24T08:02:11Z"
+K8S_INFO_NO_LIBRARY = ("Failed to import the required Python library (kubernetes) on cp-01's Python /usr/bin/python3. "
+                       "Please read the module documentation and install it in the appropriate location.")
+
+
+def api_node(name, gpus=None, ready="True", unschedulable=False):
+    """A Node as kubernetes.core.k8s_info returns it (shape of `kubectl get node -o json` of the simulated
+    cluster's gpufleet-demo-1), with nvidia.com/gpu in its allocatable once the device plugin registered."""
+    resources = {"cpu": "64", "ephemeral-storage": "959786032Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0",
+                 "memory": "527957648Ki", "pods": "110"}
+    if gpus is not None:
+        resources["nvidia.com/gpu"] = str(gpus)
+    node = {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                              "nvidia.com/gpu.present": "true"}},
+        "spec": {"podCIDR": "10.244.1.0/24", "podCIDRs": ["10.244.1.0/24"]},
+        "status": {
+            "allocatable": dict(resources), "capacity": dict(resources),
+            "conditions": [
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+                 "message": "kubelet has sufficient memory available"},
+                {"type": "Ready", "status": ready, "reason": "KubeletReady" if ready == "True" else "NodeStatusUnknown",
+                 "message": "kubelet is posting ready status" if ready == "True" else
+                 "Kubelet stopped posting node status."}],
+            "nodeInfo": {"kubeletVersion": "v1.33.5", "containerRuntimeVersion": "containerd://1.6.20",
+                         "osImage": "Debian GNU/Linux 12 (bookworm)"},
+        },
+    }
+    if unschedulable:
+        node["spec"]["unschedulable"] = True
+    return node
+
+
+def k8s_info(*nodes):
+    return {"changed": False, "failed": False, "api_found": True, "resources": list(nodes)}
+
+
+def fleet_hosts():
+    return [{"host": "gpu-a.example", "node": "gpu-a", "facts": A5000_PAIR},
+            {"host": "gpu-b.example", "node": "gpu-b", "facts": RTX_4000_ADA}]
+
+
+def device_plugin_rows(a_gpus=2, b_gpus=1):
+    """gpu_device_plugin_report as the role keeps it, from the real check over the Nodes."""
+    return dp.device_plugin_check([api_node("gpu-a", a_gpus), api_node("gpu-b", b_gpus)], fleet_hosts(),
+                                  {"default": {}})
+
+
+def smoke_rows(b_events=None):
+    """gpu_smoke_test_report as the role keeps it: gpu-a's pod printed its first GPU, gpu-b's never started."""
+    plan = st.smoke_plan(fleet_hosts(), [api_node("gpu-a", 2), api_node("gpu-b", 1)], "nvidia.com/gpu", "one")["plan"]
+    seen = "GPU 0: NVIDIA RTX A5000 (UUID: %s)\n" % A5000_PAIR["gpus"][0]["uuid"]
+    pods = [
+        {"metadata": {"name": plan[0]["pods"]["nvidia-smi"]}, "status": {"phase": "Succeeded", "containerStatuses": [
+            {"name": "smoke", "state": {"terminated": {"exitCode": 0, "reason": "Completed", "message": seen}}}]}},
+        {"metadata": {"name": plan[1]["pods"]["nvidia-smi"]}, "status": {"phase": "Pending", "containerStatuses": [
+            {"name": "smoke", "state": {"waiting": {"reason": "ContainerCreating"}}}]}},
+    ]
+    verdicts = st.smoke_stage_verdicts(plan, pods, logs={}, stage="nvidia-smi")
+    verdicts = st.smoke_add_events(verdicts, b_events or {plan[1]["pods"]["nvidia-smi"]: [
+        {"reason": "FailedCreatePodSandBox", "message": "no runtime for \"nvidia\" is configured",
+         "lastTimestamp": "2026-11-23T15:57:20Z"}]})
+    return st.smoke_rows(plan, {"nvidia-smi": verdicts}, ["nvidia-smi"])
+
+
+def test_cluster_results_keep_each_hosts_rows_with_their_time():
+    results = fr.cluster_results("", device_plugin=device_plugin_rows(), smoke_test=smoke_rows(), time=TIME)
+    assert (results["format"], results["written_by"]) == (1, "gpufleet.nvidia.site")
+    assert list(results["hosts"]) == ["gpu-a.example", "gpu-b.example"]
+    a = results["hosts"]["gpu-a.example"]
+    assert a["node"] == "gpu-a"
+    assert a["device_plugin"] == {"node": "gpu-a", "config": "default", "expected": {"nvidia.com/gpu": 2},
+                                  "advertised": {"nvidia.com/gpu": 2}, "basis": "2 GPUs", "ok": True,
+                                  "message": "advertises nvidia.com/gpu=2", "time": TIME}
+    assert (a["smoke_test"]["ok"], a["smoke_test"]["verdict"], a["smoke_test"]["time"]) == (
+        True, "passed nvidia-smi", TIME)
+    assert "host" not in a["smoke_test"] and "host" not in a["device_plugin"]
+    b = results["hosts"]["gpu-b.example"]["smoke_test"]
+    assert (b["ok"], b["verdict"]) == (False, "FAILED nvidia-smi")
+    assert "no runtime for \"nvidia\" is configured" in b["detail"][-1]
+
+
+def test_a_later_run_replaces_only_what_it_ran():
+    first = json.dumps(fr.cluster_results(None, device_plugin_rows(), smoke_rows(), time=TIME))
+    # --tags smoke_test --limit gpu-b.example: only gpu-b's smoke row is new; it passed this time.
+    passed = [dict(row, ok=True, verdict="passed nvidia-smi", detail=["nvidia-smi: saw GPU-x"])
+              for row in smoke_rows() if row["host"] == "gpu-b.example"]
+    later = fr.cluster_results(first, smoke_test=passed, time=LATER)
+    assert later["hosts"]["gpu-a.example"] == json.loads(first)["hosts"]["gpu-a.example"]
+    assert later["hosts"]["gpu-b.example"]["device_plugin"]["time"] == TIME
+    assert (later["hosts"]["gpu-b.example"]["smoke_test"]["ok"], later["hosts"]["gpu-b.example"]["smoke_test"]["time"]) == (
+        True, LATER)
+
+
+def test_rows_without_a_verdict_change_nothing():
+    first = fr.cluster_results(None, device_plugin_rows(), smoke_rows(), time=TIME)
+    # Check mode: smoke_rows of a plan whose pods were never created.
+    plan = st.smoke_plan(fleet_hosts(), [api_node("gpu-a", 2), api_node("gpu-b", 1)], "nvidia.com/gpu", "one")["plan"]
+    not_run = st.smoke_rows(plan, {}, ["nvidia-smi"])
+    assert [row["verdict"] for row in not_run] == ["not run", "not run"]
+    assert fr.cluster_results(first, smoke_test=not_run, time=LATER) == first
+    assert fr.cluster_results(first) == first
+    # A node left alone because its GPUs are busy is a verdict of its own.
+    busy = [dict(not_run[0], tested=False, verdict="not tested: nvidia.com/gpu all requested by running pods: ml/trainer-0")]
+    kept = fr.cluster_results(first, smoke_test=busy, time=LATER)["hosts"]["gpu-a.example"]["smoke_test"]
+    assert (kept["tested"], kept["ok"], kept["time"]) == (False, None, LATER)
+
+
+@pytest.mark.parametrize("previous", ["{not json", "[]", json.dumps({"hosts": []}), json.dumps({"format": 2, "hosts": {}})])
+def test_a_file_that_is_not_ours_is_replaced(previous):
+    results = fr.cluster_results(previous, device_plugin_rows(), time=TIME)
+    assert list(results["hosts"]) == ["gpu-a.example", "gpu-b.example"]
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"device_plugin": device_plugin_rows()}, "give the time of the rows"),
+    ({"smoke_test": [{"node": "gpu-a", "ok": True}], "time": TIME}, "smoke_test must be a list of rows with a 'host' "
+                                                                    r"\(gpu_smoke_test_report\)"),
+    ({"device_plugin": {"host": "a"}, "time": TIME}, r"device_plugin must be .* \(gpu_device_plugin_report\)"),
+])
+def test_cluster_results_refuse_bad_rows(kwargs, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        fr.cluster_results(None, **kwargs)
+
+
+def cluster(nodes, results=None, **extra):
+    value = {"api_host": "cp-01", "nodes": nodes,
+             "node_names": {"gpu-a.example": "gpu-a", "gpu-b.example": "gpu-b"},
+             "results": json.dumps(results) if isinstance(results, dict) else results,
+             "results_file": "/srv/reports/cluster-results.json"}
+    value.update(extra)
+    return value
+
+
+def facts_by_host():
+    return {"gpu-a.example": copy.deepcopy(A5000_PAIR), "gpu-b.example": copy.deepcopy(RTX_4000_ADA)}
+
+
+def test_rows_say_what_each_node_advertises_now_and_its_last_smoke_verdict():
+    results = fr.cluster_results(None, device_plugin_rows(), smoke_rows(), time=TIME)
+    nodes = k8s_info(api_node("gpu-a", 2), api_node("gpu-b", 1), api_node("control-plane-1"))
+    report = fr.fleet_report(facts_by_host(), cluster(nodes, results))
+    a, b = [row["cluster"] for row in report["rows"]]
+    assert (a["node"], a["advertised"], a["advertised_source"], a["advertises"], a["advertises_severity"]) == (
+        "gpu-a", {"nvidia.com/gpu": 2}, "api", "nvidia.com/gpu: 2", "ok")
+    assert (a["node_status"], a["smoke"], a["smoke_ok"], a["smoke_severity"], a["smoke_time"]) == (
+        "Ready", "passed nvidia-smi", True, "ok", "2026-11-23 15:57 UTC")
+    assert a["smoke_detail"] == "nvidia-smi: saw %s" % A5000_PAIR["gpus"][0]["uuid"]
+    assert (b["smoke"], b["smoke_ok"], b["smoke_severity"]) == ("FAILED nvidia-smi", False, "bad")
+    assert b["smoke_detail"].startswith("nvidia-smi: ") and "FailedCreatePodSandBox" in b["smoke_detail"]
+    summary = report["summary"]["cluster"]
+    assert (summary["state"], summary["message"], summary["api_host"]) == ("read", "3 Nodes read through cp-01", "cp-01")
+    assert summary["advertised"] == [{"resource": "nvidia.com/gpu", "count": 3, "nodes": 2}]
+    assert summary["smoke"] == {"passed": 1, "failed": 1, "not_tested": 0, "no_verdict": 0}
+    assert summary["results_problem"] is None
+
+
+@pytest.mark.parametrize("node, advertises, severity, status", [
+    (api_node("gpu-a", 2, unschedulable=True), "nvidia.com/gpu: 2", "warn", "Ready, cordoned"),
+    (api_node("gpu-a", 2, ready="Unknown"), "nvidia.com/gpu: 2", "warn", "NotReady (NodeStatusUnknown)"),
+    # The device plugin is not running there (or its pods crash): nothing advertised, while the GPUs answer.
+    (api_node("gpu-a"), "no nvidia.com/ resource, though nvml_facts sees 2 GPUs", "bad", "Ready"),
+    (api_node("gpu-a", 0), "no nvidia.com/ resource, though nvml_facts sees 2 GPUs", "bad", "Ready"),
+    (api_node("gpu-z", 2), "no Node named gpu-a in the cluster", "warn", None),
+])
+def test_what_a_node_advertises_and_its_status(node, advertises, severity, status):
+    row = fr.fleet_report({"gpu-a.example": copy.deepcopy(A5000_PAIR)}, cluster(k8s_info(node)))["rows"][0]
+    assert (row["cluster"]["advertises"], row["cluster"]["advertises_severity"], row["cluster"]["node_status"]) == (
+        advertises, severity, status)
+
+
+def test_a_node_name_defaults_to_the_host():
+    row = fr.fleet_report({"gpu-a": copy.deepcopy(A5000_PAIR)},
+                          cluster(k8s_info(api_node("gpu-a", 2)), node_names={}))["rows"][0]
+    assert (row["cluster"]["node"], row["cluster"]["advertises"]) == ("gpu-a", "nvidia.com/gpu: 2")
+
+
+def test_a_host_without_working_gpus_advertising_nothing_is_not_flagged():
+    row = fr.fleet_report({"gpu-a.example": copy.deepcopy(NOT_LOADED)}, cluster(k8s_info(api_node("gpu-a"))))["rows"][0]
+    assert (row["cluster"]["advertises"], row["cluster"]["advertises_severity"]) == ("no nvidia.com/ resource", "info")
+
+
+@pytest.mark.parametrize("answer, message", [
+    ({"unreachable": True, "msg": "Failed to connect to the host via ssh: ssh: connect to host cp-01 port 22: "
+      "Connection refused", "changed": False},
+     "cp-01 could not be reached: Failed to connect to the host via ssh: ssh: connect to host cp-01 port 22: "
+     "Connection refused"),
+    ({"failed": True, "msg": K8S_INFO_NO_LIBRARY, "changed": False},
+     "reading the Nodes through cp-01 failed: " + K8S_INFO_NO_LIBRARY),
+    (None, "the Nodes were not read through cp-01"),
+])
+def test_without_the_api_the_rows_use_what_site_yml_recorded(answer, message):
+    results = fr.cluster_results(None, device_plugin_rows(b_gpus=0), smoke_rows(), time=TIME)
+    report = fr.fleet_report(facts_by_host(), cluster(answer, results))
+    assert (report["summary"]["cluster"]["state"], report["summary"]["cluster"]["message"]) == ("not_read", message)
+    a, b = [row["cluster"] for row in report["rows"]]
+    assert (a["advertises"], a["advertised_source"], a["advertised_time"], a["advertises_severity"]) == (
+        "nvidia.com/gpu: 2", "recorded", "2026-11-23 15:57 UTC", "ok")
+    assert (b["advertises"], b["advertises_severity"]) == (
+        "advertises nvidia.com/gpu=0, its hardware gives 1 (1 GPU)", "bad")
+    assert a["node_status"] is None
+    assert (a["smoke"], b["smoke"]) == ("passed nvidia-smi", "FAILED nvidia-smi")
+    assert report["summary"]["cluster"]["advertised_source"] == "recorded"
+
+
+def test_without_a_cluster_the_rows_say_so():
+    for value in (None, {}, {"api_host": "", "results": None}):
+        report = fr.fleet_report(facts_by_host(), value)
+        row = report["rows"][0]["cluster"]
+        assert (row["advertises"], row["advertised"], row["smoke"], row["smoke_time"], row["smoke_severity"]) == (
+            "no cluster in the inventory", {}, "no verdict recorded", None, "info")
+        summary = report["summary"]["cluster"]
+        assert (summary["state"], summary["advertised"], summary["smoke"]["no_verdict"]) == ("none", [], 2)
+        assert summary["message"] == "no Kubernetes API host in the inventory (kube_control_plane, or gpufleet_kube_api_host)"
+
+
+def test_a_results_file_that_cannot_be_read_is_named_in_the_rows():
+    report = fr.fleet_report(facts_by_host(), cluster(k8s_info(api_node("gpu-a", 2)), results="<html>proxy error"))
+    row = report["rows"][0]["cluster"]
+    assert row["smoke"] == "no verdict recorded"
+    assert row["smoke_detail"].startswith("/srv/reports/cluster-results.json is not JSON (")
+    assert report["summary"]["cluster"]["results_problem"] == row["smoke_detail"]
+
+
+def test_a_busy_node_is_not_tested_and_not_a_failure():
+    plan = st.smoke_plan(fleet_hosts()[:1], [api_node("gpu-a", 2)], "nvidia.com/gpu", "one")["plan"]
+    busy = [dict(st.smoke_rows(plan, {}, ["nvidia-smi"])[0], tested=False,
+                 verdict="not tested: nvidia.com/gpu all requested by running pods: ml/trainer-0")]
+    results = fr.cluster_results(None, smoke_test=busy, time=TIME)
+    report = fr.fleet_report({"gpu-a.example": copy.deepcopy(A5000_PAIR)}, cluster(k8s_info(api_node("gpu-a", 2)), results))
+    row = report["rows"][0]["cluster"]
+    assert (row["smoke"], row["smoke_tested"], row["smoke_severity"]) == (
+        "not tested: nvidia.com/gpu all requested by running pods: ml/trainer-0", False, "warn")
+    assert report["summary"]["cluster"]["smoke"] == {"passed": 0, "failed": 0, "not_tested": 1, "no_verdict": 0}
+
+
+@pytest.mark.parametrize("value, words", [
+    (["cp-01"], "cluster must be a dict"),
+    ({"api_host": "cp-01", "nodes": {"changed": False, "resources": "none"}}, "cluster.nodes must be"),
+])
+def test_bad_cluster_input_is_refused(value, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        fr.fleet_report({}, value)
+
+
+@pytest.mark.parametrize("stamp, text", [
+    ("2026-11-23T15:57:34Z", "2026-11-23 15:57 UTC"),
+    ("2026-11-23T15:57:34.120+00:00", "2026-11-23 15:57 UTC"),
+    ("2026-11-23T16:57:34+01:00", "2026-11-23T16:57:34+01:00"),
+    (None, None),
+])
+def test_times_read_in_utc(stamp, text):
+    assert fr.when_text(stamp) == text

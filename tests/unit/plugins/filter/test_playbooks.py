@@ -8,6 +8,7 @@ results a live run would give (k8s_drain's messages as kubernetes.core 6.6.0 bui
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -121,6 +122,70 @@ def test_site_tells_the_device_plugin_how_the_toolkit_left_the_runtime(settings,
                 for host in ("gpu-a", "gpu-b")}
     value = deploy["vars"]["gpu_device_plugin_runtime_visible_devices_envvar"]
     assert rendered(CLUSTER, value, groups={"gpu_nodes": ["gpu-a", "gpu-b"]}, hostvars=hostvars) == passed
+
+
+def test_site_keeps_the_cluster_results_for_the_report_also_when_the_part_fails():
+    part = task(CLUSTER, "Deploy the device plugin and test every GPU node, keeping the results")
+    assert [t["name"] for t in part["block"]] == ["Deploy the device plugin", "Run nvidia-smi on every GPU node"]
+    keep = task(CLUSTER, "Keep each GPU host's device plugin check and smoke verdict for the fleet report")
+    assert keep in part["always"]
+    assert (keep["delegate_to"], keep["run_once"], sorted(keep["tags"])) == ("localhost", True, ["device_plugin", "smoke_test"])
+    path = CLUSTER["vars"]["__gpufleet_cluster_results"]
+    assert rendered(CLUSTER, path, gpufleet_report_dir="/srv/reports") == "/srv/reports/cluster-results.json"
+    assert rendered(CLUSTER, path, gpufleet_cluster_results="/tmp/r.json") == "/tmp/r.json"
+    rows = [{"host": "gpu-a", "node": "node-a", "ok": True, "tested": True, "verdict": "passed nvidia-smi",
+             "detail": ["nvidia-smi: saw GPU-1"]}]
+    assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_smoke_test_report=rows)
+    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports")  # check mode: no rows
+    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="reports", gpu_smoke_test_report=rows)
+    write = task(CLUSTER, "Write the results file")
+    content = rendered(CLUSTER, write["ansible.builtin.copy"]["content"], gpufleet_report_dir="/nonexistent",
+                       gpu_smoke_test_report=rows)
+    written = json.loads(content)
+    assert written["hosts"]["gpu-a"]["smoke_test"]["verdict"] == "passed nvidia-smi"
+    assert written["hosts"]["gpu-a"]["smoke_test"]["time"].endswith("Z")
+
+
+# report.yml
+
+REPORT = {play["name"]: play for play in playbook("report.yml")}
+REPORT_WRITE = REPORT["Write the fleet report"]
+
+
+def test_report_reads_the_nodes_where_site_yml_labels_them():
+    read = task(REPORT["Nodes of the cluster for the fleet report"], "Read the Nodes")
+    label = task(CLUSTER, "Label the GPU nodes as their kubelet does")
+    assert REPORT["Nodes of the cluster for the fleet report"]["hosts"] == CLUSTER["hosts"]
+    for key in ("kubeconfig", "context"):
+        assert read["kubernetes.core.k8s_info"][key] == label["kubernetes.core.k8s"][key]
+    assert read["ignore_errors"] is True
+
+
+def test_report_joins_facts_nodes_and_recorded_results(tmp_path):
+    results = tmp_path / "cluster-results.json"
+    results.write_text(json.dumps({"format": 1, "written_by": "gpufleet.nvidia.site", "hosts": {"gpu-a.example": {
+        "node": "node-a", "smoke_test": {"node": "node-a", "ok": True, "tested": True, "verdict": "passed nvidia-smi",
+                                         "detail": ["nvidia-smi: saw GPU-1"], "time": "2026-11-23T15:57:34Z"}}}}))
+    compute = task(REPORT_WRITE, "Compute the report")
+    hostvars = {
+        "gpu-a.example": {"gpufleet_node_name": "node-a", "ansible_facts": {"nvidia": h100_facts()},
+                          "__gpufleet_report_nvml": {"changed": False, "ansible_facts": {"nvidia": h100_facts()}}},
+        "cp-01": {"__gpufleet_report_k8s_nodes": {"changed": False, "resources": [
+            {"metadata": {"name": "node-a"}, "spec": {},
+             "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "1"},
+                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}]}},
+    }
+    variables = {"hostvars": hostvars, "__gpufleet_report_hosts": ["gpu-a.example"], "__gpufleet_report_api_host": "cp-01",
+                 "gpufleet_report_dir": str(tmp_path)}
+    report = rendered(REPORT_WRITE, compute["ansible.builtin.set_fact"]["gpufleet_report"], **variables)
+    row = report["rows"][0]["cluster"]
+    assert (row["node"], row["advertises"], row["smoke"], row["smoke_time"]) == (
+        "node-a", "nvidia.com/gpu: 1", "passed nvidia-smi", "2026-11-23 15:57 UTC")
+    # No API host in the inventory, no results file: the rows say so.
+    variables.update(__gpufleet_report_api_host="", gpufleet_report_dir=str(tmp_path / "elsewhere"))
+    del variables["__gpufleet_report_api_host"]
+    report = rendered(REPORT_WRITE, compute["ansible.builtin.set_fact"]["gpufleet_report"], **variables)
+    assert (report["summary"]["cluster"]["state"], report["rows"][0]["cluster"]["smoke"]) == ("none", "no verdict recorded")
 
 
 # upgrade_driver.yml
