@@ -466,21 +466,17 @@ class Handler(BaseHTTPRequestHandler):
                                     f"include: {', '.join(t for t, v in PATCH_TYPES.items() if v)}",
                                "UnsupportedMediaType")
             force = self.query.get("force") in ("true", "1")
-            if force and patch_type != "apply":
+            if "force" in self.query and patch_type != "apply":
                 raise ApiError(422, "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be "
                                     "specified for non-apply patch", "Invalid")
             existed = cluster.store.peek(res, namespace or "", name) is not None
             obj = cluster.patch(res, namespace or "", name, patch_type, self._body(), dry_run,
-                                manager if patch_type == "apply" or "fieldManager" in self.query else manager,
+                                # Apply needs fieldManager in the query; other writes default it from the user agent.
+                                self.query.get("fieldManager") if patch_type == "apply" else manager,
                                 force, subresource, validation, warnings)
             self._send(200 if existed else 201, obj, warnings=warnings)
         elif verb == "DELETE":
-            options = self._body() or {}
-            for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents"):
-                if key in self.query:
-                    value = self.query[key]
-                    options[key] = int(value) if key == "gracePeriodSeconds" else (
-                        value == "true" if key == "orphanDependents" else value)
+            options = self._delete_options()
             # DeleteOptions in the body may ask for the dry run too (kubectl delete --dry-run=server does).
             dry_run = dry_run or options.get("dryRun") == ["All"]
             obj = cluster.delete(res, namespace or "", name, options, dry_run)
@@ -492,6 +488,16 @@ class Handler(BaseHTTPRequestHandler):
         else:
             raise ApiError(405, "the server does not allow this method on the requested resource",
                            "MethodNotAllowed")
+
+    def _delete_options(self):
+        """DeleteOptions from the body (read once) with the query's parameters over them."""
+        options = self._body() or {}
+        for key in ("propagationPolicy", "gracePeriodSeconds", "orphanDependents"):
+            if key in self.query:
+                value = self.query[key]
+                options[key] = int(value) if key == "gracePeriodSeconds" else (
+                    value == "true" if key == "orphanDependents" else value)
+        return options
 
     # ------------------------------------------------------- list and watch
     def _selectors(self, res):
@@ -519,9 +525,10 @@ class Handler(BaseHTTPRequestHandler):
             body["metadata"].update({k: v for k, v in metadata.items() if k != "resourceVersion"})
             self._send(200, body)
             return
+        # Items of a list carry no kind or apiVersion (the list says them once; kubernetes/kubernetes#3030).
         for item in items:
-            item.setdefault("apiVersion", res.api_version)
-            item.setdefault("kind", res.kind)
+            item.pop("apiVersion", None)
+            item.pop("kind", None)
         self._send(200, {"kind": f"{res.kind}List", "apiVersion": res.api_version, "metadata": metadata,
                          "items": items})
 
@@ -600,12 +607,14 @@ class Handler(BaseHTTPRequestHandler):
     def _delete_collection(self, res, namespace, dry_run):
         cluster = self.server_state.cluster
         labels, fields = self._selectors(res)
+        options = self._delete_options()
+        dry_run = dry_run or options.get("dryRun") == ["All"]
         deleted = []
         with cluster.lock:
             for obj in cluster.store.list(res, namespace):
                 if labels_match(labels, obj["metadata"].get("labels")) and fields_match(fields, obj):
                     deleted.append(cluster.delete(res, obj["metadata"].get("namespace", ""),
-                                                  obj["metadata"]["name"], self._body() or {}, dry_run))
+                                                  obj["metadata"]["name"], options, dry_run))
         self._send(200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
                          "metadata": {"resourceVersion": str(cluster.store.rv)}, "items": deleted})
 
@@ -629,7 +638,10 @@ class Handler(BaseHTTPRequestHandler):
             (pod.get("status", {}).get("initContainerStatuses") or [])
         status = next((s for s in statuses if s["name"] == container), None)
         waiting = (status or {}).get("state", {}).get("waiting")
-        text = self.server_state.controllers.log_of(pod, container)
+        previous = self.query.get("previous") in ("true", "1")
+        text = self.server_state.controllers.log_of(pod, container, previous)
+        if previous and text is None:
+            raise ApiError(400, f'previous terminated container "{container}" in pod "{name}" not found', "BadRequest")
         if text is None or (waiting and not status.get("restartCount")):
             reason = (waiting or {}).get("reason", "ContainerCreating")
             raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: {reason}',
@@ -646,58 +658,86 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, body, "text/plain")
 
     def _evict(self, res, namespace, name, dry_run):
+        """pods/eviction in the order of kube-apiserver's eviction REST handler
+        (pkg/registry/core/pod/storage/eviction.go)."""
         cluster = self.server_state.cluster
         body = self._body() or {}
         if (body.get("metadata") or {}).get("name", name) != name:
             raise ApiError(400, "name in URL does not match name in Eviction object", "BadRequest")
+        dry_run = dry_run or (body.get("deleteOptions") or {}).get("dryRun") == ["All"]
         pdbs = BY_KEY[("policy", "poddisruptionbudgets")]
+        success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         with cluster.lock:
             pod = cluster.store.peek(res, namespace, name)
             if pod is None:
                 raise not_found(res, name)
-            success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
-            phase = pod.get("status", {}).get("phase")
-            if phase in ("Succeeded", "Failed") or pod["metadata"].get("deletionTimestamp"):
-                if not dry_run:
-                    cluster.delete(res, namespace, name, body.get("deleteOptions"))
+            # canIgnorePDB: finished, not yet running, or already terminating pods go without a budget check.
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed", "Pending") \
+                    or pod["metadata"].get("deletionTimestamp"):
+                self._evict_delete(pod, body, dry_run, False)
                 self._send(201, success)
                 return
-            fault = cluster.faults.active("eviction-refused", namespace=namespace, pod=name)
             matching = [p for p in cluster.store.peek_list(pdbs, namespace)
                         if label_selector_object_match(p["spec"].get("selector"), pod["metadata"].get("labels"))]
             if len(matching) > 1:
                 raise ApiError(500, "This pod has more than one PodDisruptionBudget, which the eviction "
                                     "subresource does not support.", "InternalError")
-            if fault and not matching:
+            fault = cluster.faults.active("eviction-refused", namespace=namespace, pod=name)
+            if not matching:
+                if fault:
+                    raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.",
+                                   "TooManyRequests", {"causes": [{"reason": "DisruptionBudget",
+                                                                   "message": "simulated: eviction refused"}]})
+                self._evict_delete(pod, body, dry_run, True)
+                self._send(201, success)
+                return
+            pdb = matching[0]
+            status = pdb.get("status") or {}
+            ready = pod_ready(pod)
+            if not ready and not fault:
+                if pdb["spec"].get("unhealthyPodEvictionPolicy") == "AlwaysAllow" or (
+                        status.get("currentHealthy", 0) >= status.get("desiredHealthy", 0) > 0):
+                    self._evict_delete(pod, body, dry_run, True)
+                    self._send(201, success)
+                    return
+            if status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
                 raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.",
-                               "TooManyRequests", {"causes": [{"reason": "DisruptionBudget",
-                                                               "message": "simulated: eviction refused"}]})
-            if matching:
-                pdb = matching[0]
-                status = pdb.get("status") or {}
-                if status.get("observedGeneration", 0) < pdb["metadata"].get("generation", 1):
-                    raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.",
-                                   "TooManyRequests", {"causes": [{
-                                       "reason": "DisruptionBudget",
-                                       "message": f"The disruption budget {pdb['metadata']['name']} is still being "
-                                                  "processed by the server."}]})
-                healthy_ok = not pod_ready(pod) and status.get("currentHealthy", 0) >= status.get("desiredHealthy", 0)
-                if (status.get("disruptionsAllowed", 0) <= 0 and not healthy_ok) or fault:
-                    raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.",
-                                   "TooManyRequests", {"causes": [{
-                                       "reason": "DisruptionBudget",
-                                       "message": f"The disruption budget {pdb['metadata']['name']} needs "
-                                                  f"{status.get('desiredHealthy', 0)} healthy pods and has "
-                                                  f"{status.get('currentHealthy', 0)} currently"}]})
-                if not dry_run and pod_ready(pod):
-                    updated = copy.deepcopy(pdb)
-                    updated["status"]["disruptionsAllowed"] = status["disruptionsAllowed"] - 1
-                    updated["status"].setdefault("disruptedPods", {})[name] = now_rfc3339()
-                    cluster.update(pdbs, namespace, pdb["metadata"]["name"], updated, manager="kube-apiserver",
-                                   subresource="status", internal=True)
+                               "TooManyRequests", {"retryAfterSeconds": 10, "causes": [{
+                                   "reason": "DisruptionBudget",
+                                   "message": f"The disruption budget {pdb['metadata']['name']} is still being "
+                                              "processed by the server."}]}, retry_after=10)
+            if status.get("disruptionsAllowed", 0) <= 0 or fault:
+                raise ApiError(429, "Cannot evict pod as it would violate the pod's disruption budget.",
+                               "TooManyRequests", {"causes": [{
+                                   "reason": "DisruptionBudget",
+                                   "message": f"The disruption budget {pdb['metadata']['name']} needs "
+                                              f"{status.get('desiredHealthy', 0)} healthy pods and has "
+                                              f"{status.get('currentHealthy', 0)} currently"}]})
             if not dry_run:
-                cluster.delete(res, namespace, name, body.get("deleteOptions"))
+                updated = copy.deepcopy(pdb)
+                updated["status"]["disruptionsAllowed"] = status["disruptionsAllowed"] - 1
+                updated["status"].setdefault("disruptedPods", {})[name] = now_rfc3339()
+                cluster.update(pdbs, namespace, pdb["metadata"]["name"], updated, manager="kube-apiserver",
+                               subresource="status", internal=True)
+            self._evict_delete(pod, body, dry_run, True)
         self._send(201, success)
+
+    def _evict_delete(self, pod, body, dry_run, mark):
+        """Delete an evicted pod; a running one first gets the DisruptionTarget condition (1.26+)."""
+        cluster = self.server_state.cluster
+        pods = BY_KEY[("", "pods")]
+        namespace, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        if dry_run:
+            return
+        if mark:
+            status = copy.deepcopy(pod.get("status") or {})
+            status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] != "DisruptionTarget"] + [
+                {"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                 "lastTransitionTime": now_rfc3339(), "reason": "EvictionByEvictionAPI",
+                 "message": "Eviction API: evicting"}]
+            cluster.update(pods, namespace, name, dict(copy.deepcopy(pod), status=status), manager="kube-apiserver",
+                           subresource="status", internal=True)
+        cluster.delete(pods, namespace, name, body.get("deleteOptions"))
 
     def _bind(self, namespace, name):
         cluster = self.server_state.cluster

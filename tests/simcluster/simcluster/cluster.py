@@ -185,7 +185,7 @@ class Cluster:
             raise ApiError(404, f'namespaces "{namespace}" not found', "NotFound",
                            {"name": namespace, "kind": "namespaces"})
         if creating and ns["metadata"].get("deletionTimestamp"):
-            raise ApiError(403, f"{res.kind.lower()}s \"{'?'}\" is forbidden: unable to create new content in "
+            raise ApiError(403, f"{res.plural} is forbidden: unable to create new content in "
                                 f"namespace {namespace} because it is being terminated", "Forbidden",
                            {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
                                         "message": f"namespace {namespace} is being terminated"}]})
@@ -207,6 +207,11 @@ class Cluster:
         spec = pod.setdefault("spec", {})
         spec.setdefault("serviceAccountName", "default")
         spec["serviceAccount"] = spec["serviceAccountName"]
+        # ServiceAccount admission (plugin/pkg/admission/serviceaccount): the account must exist.
+        if self.store.peek(BY_KEY[("", "serviceaccounts")], namespace, spec["serviceAccountName"]) is None:
+            raise ApiError(403, f'pods "{pod["metadata"]["name"]}" is forbidden: error looking up service account '
+                                f'{namespace}/{spec["serviceAccountName"]}: serviceaccount '
+                                f'"{spec["serviceAccountName"]}" not found', "Forbidden")
         tolerations = spec.setdefault("tolerations", [])
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
             if not any(t.get("key") == key and t.get("effect") in (None, "", "NoExecute") for t in tolerations) \
@@ -303,7 +308,13 @@ class Cluster:
                 if res.generation:
                     meta["generation"] = 1
                 return obj
-            return self.store.create(res, obj)
+            created = self.store.create(res, obj)
+            if res.kind == "Namespace":
+                # The service account controller gives every namespace its "default" account.
+                self.store.create(BY_KEY[("", "serviceaccounts")], {
+                    "apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": "default", "namespace": meta["name"]}})
+            return created
 
     def update(self, res, namespace, name, obj, dry_run=False, manager=None, subresource=None,
                field_validation="Warn", warnings=None, tracked=False, internal=False):

@@ -372,11 +372,20 @@ class Controllers:
 
     # ------------------------------------------------------------ DaemonSets
     def _ds_should_run(self, ds, node):
-        spec = copy.deepcopy(ds["spec"]["template"].get("spec") or {})
+        return self._ds_placement(ds, node)[0]
+
+    @staticmethod
+    def _ds_placement(ds, node):
+        """(should run, should continue running), as the DaemonSet controller's NodeShouldRunDaemonPod:
+        an untolerated NoSchedule taint keeps new pods off but leaves a running one; NoExecute evicts."""
+        spec = ds["spec"]["template"].get("spec") or {}
         tolerations = (spec.get("tolerations") or []) + DS_TOLERATIONS
         if not pod_matches_node_affinity(spec, node):
-            return False
-        return not untolerated_taints(tolerations, node["spec"].get("taints"))
+            return False, False
+        taints = node["spec"].get("taints")
+        if untolerated_taints(tolerations, taints, ("NoExecute",)):
+            return False, False
+        return not untolerated_taints(tolerations, taints, ("NoSchedule",)), True
 
     def _ds_history(self, ds, template_hash):
         """A ControllerRevision per template, named after its hash; the current one has the highest
@@ -458,8 +467,9 @@ class Controllers:
                             self.cluster.delete(PODS, ns, pod["metadata"]["name"])
                             self._event(ds, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
                                         component="daemonset-controller")
+            keep = {n["metadata"]["name"] for n in nodes if self._ds_placement(ds, n)[1]}
             for name, pods_there in by_node.items():
-                if name not in desired_names:
+                if name not in desired_names and name not in keep:
                     for pod in pods_there:
                         if not pod["metadata"].get("deletionTimestamp"):
                             self.cluster.delete(PODS, ns, pod["metadata"]["name"])
@@ -691,8 +701,9 @@ class Controllers:
                               f"Requested: {int(amount)}, Available: {len(free)}, which is unexpected")
             shared = plugin.get("shared", {}).get(resource)
             if shared and shared.get("failRequestsGreaterThanOne") and int(amount) > 1:
-                return None, (f"rpc error: code = Unknown desc = request for '{resource}: {int(amount)}' too "
-                              f"large: maximum request size for shared resources is 1")
+                return None, (f"Allocate failed due to rpc error: code = Unknown desc = request for "
+                              f"'{resource}: {int(amount)}' too large: maximum request size for shared resources "
+                              f"is 1, which is unexpected")
             granted[resource] = free[:int(amount)]
         return granted, None
 
@@ -756,7 +767,8 @@ class Controllers:
                                       "started": now_rfc3339(), "files": {}, "init_index": 0}
             if error:
                 state["released"] = True
-                status = {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": error,
+                status = {"phase": "Failed", "reason": "UnexpectedAdmissionError",
+                          "message": f"Pod was rejected: {error}",
                           "startTime": now_rfc3339(), "qosClass": pod["status"].get("qosClass", "BestEffort")}
                 self._set_status(PODS, pod, status, "kubelet")
                 self._event(pod, "UnexpectedAdmissionError", error, "Warning", host=node_name)
@@ -824,6 +836,10 @@ class Controllers:
                                         f"({pod['metadata']['uid']})", "Warning", host=node["metadata"]["name"])
 
     def _start(self, pod, container, cstate, state, node, now, init):
+        if cstate.get("started_at"):
+            # A new instance of the container: its log starts empty, the last one becomes "previous".
+            cstate.setdefault("history", []).append(cstate["log"])
+            cstate["log"] = ""
         argv = programs.argv_of(container)
         kind = programs.daemon_kind(argv)
         devices, tools = self._visible(pod, container, state, node)
@@ -839,6 +855,10 @@ class Controllers:
         env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
         if kind == "device-plugin":
             try:
+                if not tools:
+                    # Without the NVIDIA runtime no NVML reaches the container: the plugin cannot see a GPU.
+                    raise gpu_model.PluginError("Incompatible strategy detected auto\nIf this is a GPU node, did "
+                                                "you configure the NVIDIA Container Toolkit?")
                 config = gpu_model.plugin_config(argv, env, lambda p: self._read_file(pod, container, p))
                 resources = gpu_model.advertised(self._healthy_gpus(node["metadata"]["name"]), config)
                 if self.cluster.faults.active("plugin-crashloop", node=node["metadata"]["name"]):
@@ -918,8 +938,8 @@ class Controllers:
         message = (cstate.get("files") or {}).get(path, "")
         if not message and container.get("terminationMessagePolicy") == "FallbackToLogsOnError" \
                 and cstate.get("rc"):
-            lines = cstate["log"].splitlines()[-80:]
-            message = "\n".join(lines)[-2048:] + ("\n" if lines else "")
+            # The last 80 lines, then at most their last 2048 bytes (kubelet's fallback).
+            message = "".join(cstate["log"].splitlines(True)[-80:]).encode()[-2048:].decode(errors="ignore")
         return message[:4096]
 
     def _stop_pod(self, pod, state, now):
@@ -991,6 +1011,9 @@ class Controllers:
                 if reason == "ContainersNotInitialized":
                     condition["message"] = f"containers with incomplete status: [{' '.join(c['name'] for c in inits)}]"
             conditions.append(condition)
+        # Conditions others own (DisruptionTarget from an eviction, readiness gates) stay.
+        owned = {ctype for ctype, _, _ in cond_values}
+        conditions += [c for c in old.get("conditions") or [] if c["type"] not in owned]
         status = {"phase": phase, "conditions": conditions, "hostIP": _internal_ip(node),
                   "hostIPs": [{"ip": _internal_ip(node)}], "podIP": state.get("ip"),
                   "podIPs": [{"ip": state.get("ip")}], "startTime": old.get("startTime", stamp),
@@ -1048,12 +1071,16 @@ class Controllers:
         return status
 
     def log_of(self, pod, container_name, previous=False):
+        """The log of the container's latest instance (the one that ended, while it waits to restart),
+        or of the one before it with previous (kubelet keeps logs per container instance)."""
         state = self.pods.get(pod["metadata"]["uid"])
         if state is None:
             return None
         cstate = state["containers"].get(container_name)
         if cstate is None:
             return None
+        if previous:
+            return cstate["history"][-1] if cstate.get("history") else None
         return cstate["log"]
 
     # ---------------------------------------------------- device plugins

@@ -29,6 +29,8 @@ def plugin_daemonset(name="nvidia-device-plugin"):
                 "metadata": {"labels": {"app": name}},
                 "spec": {
                     "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                    # NVML reaches the plugin only through the NVIDIA runtime.
+                    "runtimeClassName": "nvidia",
                     "priorityClassName": "system-node-critical",
                     "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                     "containers": [{

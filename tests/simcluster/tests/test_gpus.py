@@ -202,3 +202,21 @@ def test_deleting_the_plugin_leaves_nothing_allocatable(plugin):
                       what="FailedScheduling")
     assert "Insufficient nvidia.com/gpu" in events[0].message
     assert json.loads(plugin.kubectl("get", "pod", "after", "-o", "json").stdout)["status"]["phase"] == "Pending"
+
+
+def test_the_plugin_without_the_nvidia_runtime_crash_loops(plugin):
+    """NVIDIA's image brings no NVML: only the NVIDIA runtime puts it into the container, so a plugin
+    under the default runc runtime finds no GPU and, failing on init errors, restarts."""
+    plain = plugin_daemonset("plain-plugin")
+    del plain["spec"]["template"]["spec"]["runtimeClassName"]
+    plugin.apps.create_namespaced_daemon_set(PLUGIN_NS, plain)
+
+    def restarted():
+        pods = plugin.core.list_namespaced_pod(PLUGIN_NS, label_selector="app=plain-plugin",
+                                               field_selector="spec.nodeName=l40s-node").items
+        statuses = pods and pods[0].status.container_statuses
+        return statuses and statuses[0].restart_count >= 1 and pods[0]
+    pod = wait_for(restarted, timeout=20, what="the plugin without the NVIDIA runtime restarting")
+    assert "did you configure the NVIDIA Container Toolkit?" in plugin.core.read_namespaced_pod_log(
+        pod.metadata.name, PLUGIN_NS)
+    assert _allocatable(plugin, "l40s-node", "nvidia.com/gpu") in ("0", None)
