@@ -1012,7 +1012,7 @@ class Controllers:
                     condition["message"] = f"containers with incomplete status: [{' '.join(c['name'] for c in inits)}]"
             conditions.append(condition)
         # Conditions others own (DisruptionTarget from an eviction, readiness gates) stay.
-        owned = {ctype for ctype, _, _ in cond_values}
+        owned = {entry[0] for entry in cond_values}
         conditions += [c for c in old.get("conditions") or [] if c["type"] not in owned]
         status = {"phase": phase, "conditions": conditions, "hostIP": _internal_ip(node),
                   "hostIPs": [{"ip": _internal_ip(node)}], "podIP": state.get("ip"),
