@@ -408,7 +408,18 @@ def _cluster_row(host, facts, context):
             out["advertised_source"] = "api"
             out["node_status"] = _node_status(node)
             gpus = len((facts or {}).get("gpus") or [])
-            if any(value not in (0, "0") for value in out["advertised"].values()):
+            # What the node should advertise, as site.yml's device plugin check worked it out from the
+            # facts and the node's config; the report has neither config nor the role's rules.
+            check = recorded.get("device_plugin") or {}
+            short = ["%s=%s" % (name, count) for name, count in sorted((check.get("expected") or {}).items())
+                     if isinstance(count, int) and isinstance(out["advertised"].get(name, 0), int)
+                     and out["advertised"].get(name, 0) < count]
+            if short:
+                out["advertises"] = "%s; its hardware gives %s (%s, site.yml's check)" % (
+                    _resources_text(out["advertised"]) or "no %s resource" % RESOURCE_PREFIX, ", ".join(short),
+                    check.get("basis") or "as expected")
+                out["advertises_severity"] = "bad"
+            elif any(value not in (0, "0") for value in out["advertised"].values()):
                 out["advertises"] = _resources_text(out["advertised"])
                 out["advertises_severity"] = "ok" if out["node_status"] == "Ready" else "warn"
             elif (facts or {}).get("state") == "ok" and gpus:

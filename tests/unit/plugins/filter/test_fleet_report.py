@@ -478,6 +478,19 @@ def test_what_a_node_advertises_and_its_status(node, advertises, severity, statu
         advertises, severity, status)
 
 
+def test_a_node_advertising_less_than_site_yml_expected_is_flagged():
+    # site.yml's check saw both GPUs; one fell off since (the kubelet took it out of allocatable).
+    results = fr.cluster_results(None, device_plugin_rows(), time=TIME)
+    report = fr.fleet_report(facts_by_host(), cluster(k8s_info(api_node("gpu-a", 1), api_node("gpu-b", 1)), results))
+    a, b = [row["cluster"] for row in report["rows"]]
+    assert (a["advertises"], a["advertises_severity"]) == (
+        "nvidia.com/gpu: 1; its hardware gives nvidia.com/gpu=2 (2 GPUs, site.yml's check)", "bad")
+    assert (b["advertises"], b["advertises_severity"]) == ("nvidia.com/gpu: 1", "ok")
+    report = fr.fleet_report(facts_by_host(), cluster(k8s_info(api_node("gpu-a"), api_node("gpu-b", 1)), results))
+    assert report["rows"][0]["cluster"]["advertises"] == (
+        "no nvidia.com/ resource; its hardware gives nvidia.com/gpu=2 (2 GPUs, site.yml's check)")
+
+
 def test_a_node_name_defaults_to_the_host():
     row = fr.fleet_report({"gpu-a": copy.deepcopy(A5000_PAIR)},
                           cluster(k8s_info(api_node("gpu-a", 2)), node_names={}))["rows"][0]

@@ -136,7 +136,11 @@ def test_site_keeps_the_cluster_results_for_the_report_also_when_the_part_fails(
     rows = [{"host": "gpu-a", "node": "node-a", "ok": True, "tested": True, "verdict": "passed nvidia-smi",
              "detail": ["nvidia-smi: saw GPU-1"]}]
     assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_smoke_test_report=rows)
-    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports")  # check mode: no rows
+    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports")
+    # Check mode: the device plugin keeps no rows, the smoke test rows without a verdict.
+    not_run = [dict(rows[0], ok=None, verdict="not run", detail=[])]
+    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_smoke_test_report=not_run)
+    assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_device_plugin_report=[{"host": "gpu-a"}])
     assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="reports", gpu_smoke_test_report=rows)
     write = task(CLUSTER, "Write the results file")
     content = rendered(CLUSTER, write["ansible.builtin.copy"]["content"], gpufleet_report_dir="/nonexistent",
