@@ -1,5 +1,5 @@
 # gpufleet.nvidia: one entry point for the demo, set-up and tests.
-#   make demo   site.yml against two local Debian containers, then the fleet report
+#   make demo   site.yml against two local Debian containers and a simulated cluster, then the fleet report
 #   make test   lint, sanity, unit tests, the built collection, molecule scenarios
 #   make setup  only the set-up: system packages, venv, collections, podman config, images, mirrors
 SHELL := /bin/bash
@@ -21,14 +21,14 @@ export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
-.PHONY: help setup system venv collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule bench bench-driver bench-scale clean
+.PHONY: help setup system venv collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule bench bench-driver bench-scale bench-cluster clean
 
 help:
-	@echo "make demo    converge two local Debian containers with site.yml and write the fleet report"
+	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
 	@echo "make test    run everything CI runs: lint, sanity, units, the built collection, molecule"
 	@echo "make setup   system packages, .venv (Python 3.12), collections, podman config, Debian 12/13 images"
 	@echo "make lint | docs | sanity | units | package | molecule [SCENARIOS=nvml_facts]"
-	@echo "make bench | bench-driver | bench-scale | demo-clean"
+	@echo "make bench | bench-driver | bench-scale | bench-cluster | demo-clean"
 
 setup: system venv collections podman images mirrors
 
@@ -66,6 +66,7 @@ demo: setup
 
 demo-clean:
 	podman rm -f --ignore gpufleet-demo-1 gpufleet-demo-2
+	if [ -f demo-output/simcluster/pid ]; then scripts/simcluster stop --state demo-output/simcluster; fi
 	rm -rf demo-output
 
 test: setup
@@ -118,6 +119,10 @@ bench-driver: venv collections images
 
 bench-scale: setup
 	$(VENV)/bin/python benchmarks/site_scale.py
+
+# gpu_device_plugin and gpu_smoke_test against 1 and 300 simulated GPU nodes (tests/simcluster).
+bench-cluster: venv collections
+	$(VENV)/bin/python benchmarks/cluster_scale.py $(BENCH_CLUSTER_ARGS)
 
 clean:
 	rm -rf .build tests/output

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# make demo: turn two local Debian systemd containers into (almost) GPU nodes
-# with playbooks/site.yml, exactly as against real nodes, then write the fleet
-# report. Run through `make demo`, which sets up what this needs first.
+# make demo: turn two local Debian systemd containers into GPU nodes of a
+# SIMULATED Kubernetes cluster with playbooks/site.yml, exactly as against real
+# nodes and a real cluster, then write the fleet report. Run through
+# `make demo`, which sets up what this needs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,8 @@ out=${DEMO_OUT:-$PWD/demo-output}
 prefix=${MOLECULE_IMAGE_PREFIX:-localhost/gpufleet-debian}
 mirrors=${GPUFLEET_MIRRORS:?GPUFLEET_MIRRORS must name the local mirrors (make demo sets it)}
 declare -A nodes=([gpufleet-demo-1]=12 [gpufleet-demo-2]=13)
+sim_state=$out/simcluster
+export GPUFLEET_DEMO_KUBECONFIG=$sim_state/kubeconfig
 export ANSIBLE_PIPELINING=true ANSIBLE_PYTHON_INTERPRETER=auto_silent ANSIBLE_DISPLAY_SKIPPED_HOSTS=false
 export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_FORCE_COLOR=${ANSIBLE_FORCE_COLOR:-0}
 
@@ -30,43 +33,64 @@ for node in "${!nodes[@]}"; do
     echo "$node: Debian ${nodes[$node]}, systemd $state"
 done
 
-banner "Making them look like kubeadm-joined nodes (real containerd, kubeadm's kubelet layout)"
+banner "Making them look like kubeadm-joined nodes (real containerd, kubeadm's kubelet layout, a STAND-IN nvidia-smi replaying a real capture)"
 ansible-playbook -i demo/inventory demo/prepare.yml
 
-banner "ansible-playbook gpufleet.nvidia.site (the node part; this inventory has no control plane)"
+banner "Starting the SIMULATED cluster (tests/simcluster, demo/cluster.yml) on this machine"
+mkdir -p "$out"
+# Stopped when this script ends, however it ends; --ttl stops it even if this script is killed.
+trap 'scripts/simcluster stop --state "$sim_state" >/dev/null 2>&1 || true' EXIT
+scripts/simcluster start --cluster demo/cluster.yml --kubeconfig "$GPUFLEET_DEMO_KUBECONFIG" \
+    --state "$sim_state" --ttl 1800
+KUBECONFIG=$GPUFLEET_DEMO_KUBECONFIG kubectl get nodes -o wide 2>/dev/null || true
+
+banner "ansible-playbook gpufleet.nvidia.site (node part on the containers, cluster part against the simulated cluster)"
 started=$(date +%s)
-ansible-playbook -i demo/inventory gpufleet.nvidia.site
+ansible-playbook -i demo/inventory gpufleet.nvidia.site -e "gpufleet_report_dir=$out"
 site_seconds=$(( $(date +%s) - started ))
 
 banner "What each node has now (read back from the nodes)"
 ansible-playbook -i demo/inventory demo/summary.yml
 
-banner "Fleet report"
-mkdir -p "$out"
+banner "Fleet report (facts from the nodes, Nodes from the simulated API, smoke verdicts site.yml recorded)"
 ansible-playbook -i demo/inventory gpufleet.nvidia.report -e "gpufleet_report_dir=$out"
+
+banner "Stopping the simulated cluster"
+scripts/simcluster stop --state "$sim_state"
 
 cat <<TEXT
 
-==== Done: site.yml converged ${#nodes[@]} nodes in ${site_seconds} s.
-Fleet report: $out/fleet-report.html (and fleet-report.md)
+==== Done in ${SECONDS} s: site.yml converged ${#nodes[@]} nodes and the cluster in ${site_seconds} s.
+Fleet report: $out/fleet-report.html (and fleet-report.md); site.yml's
+cluster results: $out/cluster-results.json
 
 What was real here:
   - Debian's NVIDIA driver packages from non-free, installed, pinned and held
     by gpu_driver (535 on Debian 12, 550 on Debian 13); nouveau blacklisted.
-  - nvml_facts reading them through Debian's real nvidia-smi.
   - Debian's containerd, given the nvidia runtime through a drop-in by
     gpu_container_toolkit (check: podman exec gpufleet-demo-1 containerd config dump).
-  - systemd and kubeadm's kubelet unit layout; gpu_kubelet's drop-in, restart
-    and its check that kubelet stays up.
-What was NOT real, and why:
-  - No GPU: the report says no_gpu, which is what nvml_facts truthfully sees.
-    A container runs the host's kernel, so no NVIDIA kernel module is built or
-    loaded (gpu_driver_kernel_module: none, gpu_driver_require_gpu: false).
-  - nvidia-container-toolkit and kubelet are STAND-INS: Debian ships neither.
-    The toolkit packages come from a signed local mirror laid out like
-    NVIDIA's; kubelet is a small program that checks its flags like kubelet.
-  - No cluster: the device plugin and the smoke test need a Kubernetes API
-    (see README, "Quick start on a real cluster").
+  - systemd and kubeadm's kubelet unit layout; gpu_kubelet's drop-in with the
+    GPU labels and taint, its restart and its check that kubelet stays up.
+  - nvml_facts, the device plugin's manifests, the Node labels, the smoke
+    test's pods and every API call: the collection's own code, unchanged,
+    through kubernetes.core and the kubernetes Python client over TLS.
+What was SIMULATED (tests/simcluster, one Python process on this machine,
+stopped now; cluster file demo/cluster.yml):
+  - the Kubernetes API server, scheduler, controllers and the kubelets of the
+    Nodes gpufleet-demo-1 and gpufleet-demo-2: no pod ran in the containers;
+  - NVIDIA's device plugin: its pods advertised what the Nodes' GPUs give;
+  - the GPUs: each Node replays a real nvidia-smi -q -x capture (2 x RTX A5000,
+    1 x RTX 4000 SFF Ada), and its smoke-test pod printed them.
+What was a STAND-IN, and why:
+  - nvidia-smi in each container (tests/standins/nvidia-smi) prints the same
+    capture as its simulated Node, so nvml_facts reads real GPU data; there is
+    no GPU. Only its driver version is Debian's installed package's (535, 550);
+    the CUDA version and everything else are the capture's. No kernel module
+    is built or loaded (a container runs the host's kernel:
+    gpu_driver_kernel_module: none).
+  - nvidia-container-toolkit and kubelet: Debian ships neither. The toolkit
+    packages come from a signed local mirror laid out like NVIDIA's; kubelet
+    is a small program that checks its flags like kubelet (and joins nothing).
 The nodes keep running for a look around (podman exec -it gpufleet-demo-1 bash);
 make demo-clean removes them.
 TEXT
