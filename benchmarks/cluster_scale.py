@@ -1,0 +1,454 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How the cluster part scales: gpu_device_plugin and gpu_smoke_test against 1 and 300 GPU nodes.
+
+For each size the simulated cluster of tests/simcluster (a STAND-IN for the
+Kubernetes control plane and the kubelets) is started with that many GPU
+Nodes, each an 8-GPU board replaying the H100 80GB HBM3 capture
+(nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt, count: 8),
+labelled nvidia.com/gpu.present=true as gpu_kubelet labels them, plus a
+tainted control-plane node. Then two parts are timed, each one
+ansible-playbook run from the same controller host:
+
+  (a) gpu_device_plugin: preflight, apply, rollout wait, allocatable check;
+  (b) gpu_smoke_test: one nvidia-smi -L pod per node, verdicts, clean-up.
+
+For each part it reports the wall time, the ratio of the largest size to the
+smallest, the API requests (the simulator's /simcluster/v1/stats, reset
+before each part) per node, the CPU seconds of the controller (ansible and
+its module processes) and of the simulator, and the slowest tasks. Aims
+(the project's issue): the largest size within 3x the time of one node, and
+a constant number of requests per node (no request path whose count per
+node grows with the number of nodes). A trivial play that reads every GPU
+host's facts is timed too: the cost of ansible-playbook itself at that size.
+
+Set-up, not timed: the inventory holds one host per Node
+(ansible_connection=local) whose facts are gathered by
+gpufleet.nvidia.nvml_facts (source=nvidia_smi) into a jsonfile fact cache,
+which the timed runs read. nvidia-smi is a STAND-IN script written here that
+prints an `nvidia-smi -q -x` XML GENERATED FOR THIS BENCHMARK: the GPU
+element of the real RTX A5000 capture
+(telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml) repeated 8 times, with the
+H100 capture's product name, architecture, MIG mode, memory size, driver and
+CUDA versions, distinct minor numbers and PCI addresses, and the UUIDs the
+simulator gives that node's GPUs (simcluster.gpus.node_gpus); the other
+readings (clocks, power, processes) stay the A5000's. The set-up checks that
+every host's facts list exactly the UUIDs of its Node's GPUs, since
+gpu_device_plugin compares allocatable with the facts and gpu_smoke_test
+cross-checks the UUIDs a pod prints with them.
+
+The simulator keeps its default timing (tests/simcluster/simcluster/cluster.py
+DEFAULT_TIMING) for every size but one setting, the same for every size and
+printed with the figures: its controller loop runs every 0.25 s instead of
+0.05 s (--tick). One pass over 300 nodes costs 50-80 ms of CPU here
+(Controllers.kubelets calls _device_plugin for every node, which walks the
+state of every pod, and node_lifecycle copies every node's status), so at
+0.05 s the loop would run back to back, take one of the CPUs and hold the
+store lock that every API request waits for: the figures would measure the
+simulator rather than the roles. The later tick delays what the simulated
+kubelets do by at most 0.25 s. The roles poll with `delay: 5`, which puts a
+floor of about 5 s under each wait, also for one node.
+Run with `make bench-cluster` (BENCH_CLUSTER_ARGS="--nodes 1,300 --forks 8 --tick 0.25 --out PATH").
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import re
+import resource
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIMCLUSTER = os.path.join(REPO, "tests", "simcluster")
+sys.path.insert(0, SIMCLUSTER)
+
+from simcluster import gpus as sim_gpus  # noqa: E402  pylint: disable=wrong-import-position
+from simcluster.cluster import DEFAULT_TIMING  # noqa: E402  pylint: disable=wrong-import-position
+
+FIXTURES = os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "fixtures", "nvidia-smi")
+CAPTURE = "nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt"
+TEMPLATE = "telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml"
+GPUS_PER_NODE = 8
+# What the H100 capture's `nvidia-smi -q` section says, put into the generated XML.
+H100 = {"driver_version": "590.48.01", "cuda_version": "13.1", "product_brand": "NVIDIA",
+        "product_architecture": "Hopper", "pci_device_id": "233010DE", "fb_total": "81559 MiB"}
+# PCI buses of the eight GPUs of an HGX H100 board.
+BUSES = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
+TARGET_RATIO = 3.0
+CONTROLLER = "bench-controller"
+PARTS = ("device_plugin", "smoke_test")
+TASK_LINE = re.compile(r"^(?P<name>.+?) -*-? ?(?P<seconds>\d+\.\d\d)s$")
+
+SETUP = """- name: Set-up, not timed - NVIDIA facts of every GPU host, through the stand-in nvidia-smi
+  hosts: gpu_nodes
+  gather_facts: false
+  environment:
+    PATH: "{{ bench_bin }}:{{ lookup('ansible.builtin.env', 'PATH') }}"
+    GPUFLEET_BENCH_BOARD: "{{ bench_board }}"
+    GPUFLEET_BENCH_UUIDS: "{{ bench_uuids | join(' ') }}"
+  tasks:
+    - name: Gather the NVIDIA inventory
+      gpufleet.nvidia.nvml_facts:
+        source: nvidia_smi
+
+    - name: Check the facts list the GPUs of the simulated Node
+      ansible.builtin.assert:
+        that:
+          - ansible_facts['nvidia']['state'] == 'ok'
+          - ansible_facts['nvidia']['gpus'] | map(attribute='uuid') | list == bench_uuids
+        fail_msg: "{{ inventory_hostname }}: {{ ansible_facts['nvidia'] | to_json }}"
+        quiet: true
+"""
+FLOOR = """- name: Timed - ansible-playbook alone, reading every GPU host's facts
+  hosts: %s
+  gather_facts: false
+  tasks:
+    - name: Count the GPU hosts with facts
+      ansible.builtin.assert:
+        that: groups['gpu_nodes'] | gpufleet.nvidia.fleet_nodes(hostvars) | rejectattr('facts', 'none') | list | length
+              == groups['gpu_nodes'] | length
+        quiet: true
+""" % CONTROLLER
+DEVICE_PLUGIN = """- name: Timed - gpu_device_plugin
+  hosts: %s
+  gather_facts: false
+  roles:
+    - role: gpufleet.nvidia.gpu_device_plugin
+      vars:
+        gpu_device_plugin_hosts: "{{ groups['gpu_nodes'] }}"
+        gpu_device_plugin_kubeconfig: "{{ bench_kubeconfig }}"
+  tasks:
+    - name: Check every GPU node advertises its GPUs
+      ansible.builtin.assert:
+        that:
+          - gpu_device_plugin_report | length == groups['gpu_nodes'] | length
+          - gpu_device_plugin_report | rejectattr('ok') | list | length == 0
+        quiet: true
+""" % CONTROLLER
+SMOKE_TEST = """- name: Timed - gpu_smoke_test
+  hosts: %s
+  gather_facts: false
+  roles:
+    - role: gpufleet.nvidia.gpu_smoke_test
+      vars:
+        gpu_smoke_test_hosts: "{{ groups['gpu_nodes'] }}"
+        gpu_smoke_test_kubeconfig: "{{ bench_kubeconfig }}"
+  tasks:
+    - name: Check every GPU node was tested and passed
+      ansible.builtin.assert:
+        that:
+          - gpu_smoke_test_report | length == groups['gpu_nodes'] | length
+          - gpu_smoke_test_report | selectattr('tested') | selectattr('ok') | list | length == groups['gpu_nodes'] | length
+        quiet: true
+""" % CONTROLLER
+STANDIN = """#!%s
+# STAND-IN for nvidia-smi, written by benchmarks/cluster_scale.py; NOT nvidia-smi.
+# `nvidia-smi -q -x` prints the XML generated for the benchmark ($GPUFLEET_BENCH_BOARD)
+# with this host's GPU UUIDs ($GPUFLEET_BENCH_UUIDS, as the simulated cluster derives them).
+import os
+import sys
+
+if sys.argv[1:] != ["-q", "-x"]:
+    sys.stderr.write("stand-in: unsupported arguments: %%s\\n" %% " ".join(sys.argv[1:]))
+    sys.exit(2)
+with open(os.environ["GPUFLEET_BENCH_BOARD"], encoding="utf-8") as handle:
+    text = handle.read()
+for index, uuid in enumerate(os.environ["GPUFLEET_BENCH_UUIDS"].split()):
+    text = text.replace("@UUID%%d@" %% index, uuid)
+sys.stdout.write(text)
+""" % sys.executable
+
+
+def _set(text, tag, value):
+    """``text`` with the first <tag>...</tag> holding ``value``."""
+    return re.sub(r"<%s>[^<]*</%s>" % (tag, tag), "<%s>%s</%s>" % (tag, value, tag), text, count=1)
+
+
+def board_xml(name):
+    """An `nvidia-smi -q -x` log of an 8-GPU board named ``name``, UUIDs left as @UUID<index>@."""
+    with open(os.path.join(FIXTURES, TEMPLATE), encoding="utf-8") as handle:
+        text = handle.read()
+    head = text[:text.index("\t<gpu ")]
+    gpu = text[text.index("\t<gpu "):text.index("</gpu>") + len("</gpu>")]
+    head = _set(_set(_set(head, "driver_version", H100["driver_version"]), "cuda_version", H100["cuda_version"]),
+                "attached_gpus", str(GPUS_PER_NODE))
+    boards = []
+    for index, bus in enumerate(BUSES[:GPUS_PER_NODE]):
+        address = "00000000:%s:00.0" % bus
+        one = re.sub(r'<gpu id="[^"]*">', '<gpu id="%s">' % address, gpu, count=1)
+        for tag, value in (("product_name", name), ("product_brand", H100["product_brand"]),
+                           ("product_architecture", H100["product_architecture"]),
+                           ("current_mig", "Disabled"), ("pending_mig", "Disabled"),
+                           ("serial", "0000000000000"), ("uuid", "@UUID%d@" % index), ("minor_number", str(index)),
+                           ("pci_bus", bus), ("pci_device_id", H100["pci_device_id"]), ("pci_bus_id", address),
+                           ("gsp_firmware_version", H100["driver_version"])):
+            one = _set(one, tag, value)
+        one = re.sub(r"(<fb_memory_usage>\s*<total>)[^<]*", r"\g<1>" + H100["fb_total"], one, count=1)
+        boards.append(one)
+    return head + "\n".join(boards) + "\n</nvidia_smi_log>\n"
+
+
+def node_names(count):
+    return ["gpu-node-%04d" % number for number in range(1, count + 1)]
+
+
+def write_cluster(path, names, tick):
+    labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+              "nvidia.com/gpu.count": str(GPUS_PER_NODE)}
+    nodes = [{"name": name, "labels": labels, "gpus": {"capture": CAPTURE, "count": GPUS_PER_NODE}} for name in names]
+    nodes.append({"name": "control-plane-1", "labels": {"node-role.kubernetes.io/control-plane": ""},
+                  "taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]})
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("# GENERATED by benchmarks/cluster_scale.py: %d GPU nodes, default timing but the tick.\n" % len(names))
+        yaml.safe_dump({"kubernetesVersion": "1.31.4", "timing": {"tick": tick}, "nodes": nodes}, handle, sort_keys=False)
+
+
+def write_inventory(path, names, workdir):
+    """The controller and one host per GPU Node, all local; each GPU host knows its Node's GPU UUIDs."""
+    spec = {"capture": CAPTURE, "count": GPUS_PER_NODE}
+    hosts = dict((name, {"bench_uuids": [gpu["uuid"] for gpu in sim_gpus.node_gpus(spec, name)]}) for name in names)
+    inventory = {"all": {
+        "hosts": {CONTROLLER: {}},
+        "children": {"gpu_nodes": {"hosts": hosts}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "bench_kubeconfig": os.path.join(workdir, "kubeconfig"),
+                 "bench_board": os.path.join(workdir, "board.xml"), "bench_bin": os.path.join(workdir, "bin")}}}
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(inventory, handle, sort_keys=False)
+
+
+def prepare(workdir, names, tick):
+    os.makedirs(os.path.join(workdir, "bin"))
+    name = sim_gpus.node_gpus({"capture": CAPTURE, "count": GPUS_PER_NODE}, names[0])[0]["name"]
+    with open(os.path.join(workdir, "board.xml"), "w", encoding="utf-8") as handle:
+        handle.write(board_xml(name))
+    standin = os.path.join(workdir, "bin", "nvidia-smi")
+    with open(standin, "w", encoding="utf-8") as handle:
+        handle.write(STANDIN)
+    os.chmod(standin, 0o755)
+    for filename, text in (("setup.yml", SETUP), ("floor.yml", FLOOR), ("device_plugin.yml", DEVICE_PLUGIN),
+                           ("smoke_test.yml", SMOKE_TEST)):
+        with open(os.path.join(workdir, filename), "w", encoding="utf-8") as handle:
+            handle.write(text)
+    write_cluster(os.path.join(workdir, "cluster.yml"), names, tick)
+    write_inventory(os.path.join(workdir, "inventory.yml"), names, workdir)
+
+
+def environment(workdir, forks):
+    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".collections"),
+                ANSIBLE_INJECT_FACT_VARS="false", ANSIBLE_FORCE_COLOR="0", ANSIBLE_PIPELINING="true",
+                ANSIBLE_FORKS=str(forks), ANSIBLE_GATHERING="explicit", ANSIBLE_CACHE_PLUGIN="jsonfile",
+                ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(workdir, "facts"), ANSIBLE_CACHE_PLUGIN_TIMEOUT="0",
+                ANSIBLE_CALLBACKS_ENABLED="ansible.posix.profile_tasks", PROFILE_TASKS_TASK_OUTPUT_LIMIT="all",
+                ANSIBLE_LOCAL_TEMP=os.path.join(workdir, "tmp"), ANSIBLE_DISPLAY_SKIPPED_HOSTS="false",
+                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+
+
+def cpu_of(pid):
+    """User + system CPU seconds of a running process."""
+    with open("/proc/%d/stat" % pid, encoding="utf-8") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def slowest_tasks(stdout, limit):
+    recap = stdout.split("TASKS RECAP", 1)[-1]
+    tasks = []
+    for line in recap.splitlines():
+        match = TASK_LINE.match(line.strip())
+        if match and not line.startswith(("=", "*")):
+            tasks.append((match.group("name").strip(), float(match.group("seconds"))))
+    return sorted(tasks, key=lambda item: -item[1])[:limit]
+
+
+class Simulator:
+    """The simulated cluster of tests/simcluster, started in the background for one size."""
+
+    def __init__(self, workdir):
+        self.state = os.path.join(workdir, "simcluster")
+        self.kubeconfig = os.path.join(workdir, "kubeconfig")
+        self.cluster = os.path.join(workdir, "cluster.yml")
+        self.env = dict(os.environ, PYTHONPATH=SIMCLUSTER)
+        self.url = self.context = self.pid = None
+
+    def start(self):
+        subprocess.run([sys.executable, "-m", "simcluster", "start", "--cluster", self.cluster, "--kubeconfig",
+                        self.kubeconfig, "--state", self.state, "--ttl", "3600"],
+                       env=self.env, check=True, capture_output=True, text=True)
+        with open(self.kubeconfig, encoding="utf-8") as handle:
+            cluster = yaml.safe_load(handle)["clusters"][0]["cluster"]
+        self.url = cluster["server"]
+        self.context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        with open(os.path.join(self.state, "pid"), encoding="utf-8") as handle:
+            self.pid = int(handle.read())
+
+    def stop(self):
+        subprocess.run([sys.executable, "-m", "simcluster", "stop", "--state", self.state],
+                       env=self.env, check=False, capture_output=True)
+
+    def stats(self, reset=False):
+        request = urllib.request.Request(self.url + "/simcluster/v1/stats", method="DELETE" if reset else "GET")
+        with urllib.request.urlopen(request, timeout=30, context=self.context) as answer:
+            return json.loads(answer.read())
+
+
+def run_part(workdir, forks, playbook, simulator=None):
+    """Time one ansible-playbook run; with a simulator, also its requests and CPU."""
+    log = os.path.join(workdir, playbook.replace(".yml", ".log"))
+    if simulator:
+        simulator.stats(reset=True)
+        server_cpu = cpu_of(simulator.pid)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    result = subprocess.run(["ansible-playbook", "-i", os.path.join(workdir, "inventory.yml"),
+                             os.path.join(workdir, playbook)], env=environment(workdir, forks), text=True,
+                            capture_output=True, check=False, cwd=workdir)
+    wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(log, "w", encoding="utf-8") as handle:
+        handle.write(result.stdout + result.stderr)
+    if result.returncode != 0:
+        sys.stderr.write(result.stdout[-8000:] + result.stderr[-2000:])
+        raise SystemExit("%s failed (rc=%d); log %s" % (playbook, result.returncode, log))
+    out = {"wall_s": round(wall, 2),
+           "controller_cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+           "slowest_tasks": slowest_tasks(result.stdout, 8)}
+    if simulator:
+        stats = simulator.stats()
+        out["server_cpu_s"] = round(cpu_of(simulator.pid) - server_cpu, 2)
+        out["requests"] = stats["requests"]
+        out["by_path"] = stats["byPath"]
+    return out
+
+
+def by_pattern(by_path):
+    """Request counts with node names (and the pod names made of them) folded into {node}."""
+    out = {}
+    for key, count in by_path.items():
+        pattern = re.sub(r"gpu-node-\d{4}", "{node}", key)
+        out[pattern] = out.get(pattern, 0) + count
+    return out
+
+
+def measure(count, forks, tick, root):
+    workdir = os.path.join(root, "n%d" % count)
+    os.makedirs(os.path.join(workdir, "tmp"))
+    prepare(workdir, node_names(count), tick)
+    started = time.monotonic()
+    run_part(workdir, forks, "setup.yml")
+    setup_s = time.monotonic() - started
+    simulator = Simulator(workdir)
+    simulator.start()
+    try:
+        result = {"nodes": count, "setup_s": round(setup_s, 1),
+                  "floor": run_part(workdir, forks, "floor.yml"),
+                  "device_plugin": run_part(workdir, forks, "device_plugin.yml", simulator),
+                  "smoke_test": run_part(workdir, forks, "smoke_test.yml", simulator)}
+    finally:
+        simulator.stop()
+    for part in PARTS:
+        result[part]["requests_per_node"] = round(result[part]["requests"] / float(count), 2)
+        result[part]["by_pattern"] = by_pattern(result[part].pop("by_path"))
+    return result
+
+
+def growing_paths(small, large, part):
+    """Request patterns whose count per node is higher with more nodes: (pattern, per node small, per node large)."""
+    out = []
+    few, many = small[part]["by_pattern"], large[part]["by_pattern"]
+    for pattern in sorted(many):
+        per_small = few.get(pattern, 0) / float(small["nodes"])
+        per_large = many[pattern] / float(large["nodes"])
+        # 10 % for polls that a slower rollout repeats.
+        if per_large > per_small * 1.1:
+            out.append((pattern, round(per_small, 2), round(per_large, 2)))
+    return out
+
+
+def report(results, timing, forks, load):
+    small, large = results[0], results[-1]
+    print("gpu_device_plugin and gpu_smoke_test against the simulated cluster (tests/simcluster), 8x H100 per node")
+    print("simulator timing, the same for every size: %s (tick %s s instead of the default %s s, the rest default)"
+          % (", ".join("%s=%s" % item for item in sorted(timing.items())), timing["tick"], DEFAULT_TIMING["tick"]))
+    print("forks=%d for the set-up; %d CPUs shared by the controller and the simulator; load average before %s, "
+          "after %s" % (forks, os.cpu_count(), load, "/".join("%.1f" % value for value in os.getloadavg())))
+    print("")
+    print("%-14s %6s %9s %9s %10s %10s %9s" % ("part", "nodes", "wall s", "requests", "req/node", "ctl CPU s",
+                                               "sim CPU s"))
+    for part in PARTS:
+        for result in results:
+            figures = result[part]
+            print("%-14s %6d %9.1f %9d %10.2f %10.1f %9.1f" % (
+                part, result["nodes"], figures["wall_s"], figures["requests"], figures["requests_per_node"],
+                figures["controller_cpu_s"], figures["server_cpu_s"]))
+    for result in results:
+        print("%-14s %6d %9.1f %9s %10s %10.1f %9s" % ("playbook floor", result["nodes"], result["floor"]["wall_s"],
+                                                       "-", "-", result["floor"]["controller_cpu_s"], "-"))
+    print("(playbook floor: ansible-playbook with one task that reads every GPU host's cached facts; set-up, not "
+          "timed above: nvml_facts on every GPU host took %s)" % ", ".join(
+              "%.0f s for %d" % (result["setup_s"], result["nodes"]) for result in results))
+    print("")
+    verdicts = {}
+    if large["nodes"] == small["nodes"]:
+        return verdicts
+    for part in PARTS:
+        ratio = large[part]["wall_s"] / small[part]["wall_s"]
+        growing = growing_paths(small, large, part)
+        extra = (large[part]["requests"] - small[part]["requests"]) / float(large["nodes"] - small["nodes"])
+        verdicts[part] = {"ratio": round(ratio, 2), "time_aim_met": ratio <= TARGET_RATIO,
+                          "requests_per_added_node": round(extra, 2), "growing_paths": growing,
+                          "requests_aim_met": not growing}
+        print("%s: %d:%d wall-time ratio %.2f (aim <= %.1f: %s); %.2f requests per added node; "
+              "requests per node constant: %s" % (
+                  part, large["nodes"], small["nodes"], ratio, TARGET_RATIO, "met" if ratio <= TARGET_RATIO else
+                  "NOT met", extra, "yes" if not growing else "NO, growing: %s" % growing))
+        print("  slowest tasks at %d nodes: %s" % (large["nodes"], "; ".join(
+            "%s %.1f s" % item for item in large[part]["slowest_tasks"][:4])))
+        busiest = sorted(large[part]["by_pattern"].items(), key=lambda item: -item[1])[:6]
+        print("  requests per node at %d nodes: %s" % (large["nodes"], "; ".join(
+            "%s %.2f" % (pattern, count / float(large["nodes"])) for pattern, count in busiest)))
+    return verdicts
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", default="1,300", help="comma-separated cluster sizes (default 1,300)")
+    parser.add_argument("--forks", type=int, default=8, help="ansible forks for the set-up fact gathering")
+    parser.add_argument("--tick", type=float, default=0.25,
+                        help="simulator controller period in seconds, the same for every size (its default: %s)"
+                        % DEFAULT_TIMING["tick"])
+    parser.add_argument("--out", default=os.path.join(REPO, ".cache", "bench", "cluster_scale.json"),
+                        help="where to write the JSON result")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (inventories, logs)")
+    args = parser.parse_args()
+    sizes = sorted(int(size) for size in args.nodes.split(",") if size.strip())
+    load = "/".join("%.1f" % value for value in os.getloadavg())
+    started = time.monotonic()
+    root = tempfile.mkdtemp(prefix="gpufleet-bench-cluster-")
+    results = [measure(size, args.forks, args.tick, root) for size in sizes]
+    timing = dict(DEFAULT_TIMING, tick=args.tick)
+    verdicts = report(results, timing, args.forks, load)
+    total = time.monotonic() - started
+    print("benchmark run time %.0f s%s" % (total, "; work folder %s" % root if args.keep else ""))
+    if not args.keep:
+        subprocess.run(["rm", "-rf", root], check=False)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump({"timing": timing, "forks": args.forks, "cpus": os.cpu_count(), "load_before": load, "results": results,
+                   "verdicts": verdicts, "run_s": round(total, 1)}, handle, indent=2)
+    print("result written to %s" % args.out)
+    return 0 if verdicts and all(v["time_aim_met"] and v["requests_aim_met"] for v in verdicts.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
