@@ -150,6 +150,96 @@ def test_site_keeps_the_cluster_results_for_the_report_also_when_the_part_fails(
     assert written["hosts"]["gpu-a"]["smoke_test"]["time"].endswith("Z")
 
 
+# health gating: site.yml's cluster part and health.yml share tasks/node_health.yml
+
+HEALTH = {play["name"]: play for play in playbook("health.yml")}
+HEALTH_TASKS = {"tasks": playbook(os.path.join("tasks", "node_health.yml"))}
+HEALTH_PATCH = {"tasks": playbook(os.path.join("tasks", "node_health_patch.yml"))}
+
+
+def health_facts(status, *codes):
+    facts = h100_facts()
+    facts["health"] = {"status": status, "problems": [
+        {"code": code, "pci_address": facts["gpus"][0]["pci_address"], "gpu_index": 0, "message": code}
+        for code in codes]}
+    return facts
+
+
+def test_site_gates_health_after_the_labels_and_before_the_device_plugin():
+    names = [t.get("name") for t in CLUSTER["tasks"]]
+    gate = names.index("Gate the GPU nodes by their health")
+    assert names.index("Label the GPU nodes as their kubelet does") < gate
+    assert gate < names.index("Deploy the device plugin and test every GPU node, keeping the results")
+    entry = CLUSTER["tasks"][gate]
+    assert (entry["ansible.builtin.import_tasks"], entry["tags"]) == ("tasks/node_health.yml", ["health"])
+    gating = task(HEALTH["Cluster - label and taint the GPU nodes by their health"], "Gate the GPU nodes by their health")
+    assert gating["ansible.builtin.import_tasks"] == "tasks/node_health.yml"
+    assert HEALTH["Cluster - label and taint the GPU nodes by their health"]["hosts"] == CLUSTER["hosts"]
+
+
+@pytest.mark.parametrize("facts_play", [SITE["GPU nodes - NVIDIA inventory"],
+                                        HEALTH["GPU nodes - NVIDIA inventory for health gating"]])
+def test_settings_are_checked_before_the_facts_and_any_change(facts_play):
+    names = [t["name"] for t in facts_play["tasks"]]
+    assert names == ["Check the health gating settings before any change", "Gather the NVIDIA inventory"]
+    check = facts_play["tasks"][0]
+    assert check["run_once"] is True
+    assert task(facts_play, "Gather the NVIDIA inventory")["register"] == "__gpufleet_nvml_run"
+    variables = dict(check["vars"], gpufleet_health_taint="maybe")
+    assert not holds(facts_play, check["ansible.builtin.assert"]["that"], **variables)
+    assert rendered(facts_play, check["ansible.builtin.assert"]["fail_msg"], **variables).endswith(
+        'gpufleet_health_taint is "maybe", not a boolean; give true or false')
+    assert holds(facts_play, check["ansible.builtin.assert"]["that"], **dict(check["vars"], gpufleet_health_taint=True))
+    assert holds(facts_play, check["ansible.builtin.assert"]["that"], **check["vars"])
+
+
+def test_health_gating_takes_only_facts_from_this_run():
+    take = task(HEALTH_TASKS, "Take each GPU host's NVIDIA facts from this run")["ansible.builtin.set_fact"]
+    sick = health_facts("unhealthy", "xid")
+    hostvars = {
+        "gpu-a": {"__gpufleet_nvml_run": {"changed": False, "ansible_facts": {"nvidia": sick}},
+                  "ansible_facts": {"nvidia": sick}, "gpufleet_node_name": "node-a"},
+        # a fact cache keeps facts of a host this run did not reach
+        "gpu-b": {"ansible_facts": {"nvidia": sick}},
+        # nvml_facts failed on it this run: what the cache holds does not count
+        "gpu-c": {"__gpufleet_nvml_run": {"failed": True, "msg": "nvidia-smi failed"}, "ansible_facts": {"nvidia": sick}},
+    }
+    rows = rendered(HEALTH_TASKS, take["__gpufleet_health_hosts"], groups={"gpu_nodes": list(hostvars)},
+                    hostvars=hostvars)
+    assert [(row["host"], row["node"], row["facts"] is not None) for row in rows] == [
+        ("gpu-a", "node-a", True), ("gpu-b", "gpu-b", False), ("gpu-c", "gpu-c", False)]
+    settings = rendered(HEALTH_TASKS, take["__gpufleet_health_settings"], gpufleet_health_taint=True)
+    assert settings == {"gpufleet_health_labels": None, "gpufleet_health_taint": True}
+
+
+CONFLICT = {"failed": True, "changed": False, "status": 409, "reason": "Conflict",
+            "msg": 'Failed to patch object: {"kind": "Status", "reason": "Conflict", "code": 409}'}
+REFUSED = {"failed": True, "changed": False, "status": 422, "reason": "Invalid",
+           "msg": 'Failed to patch object: {"kind": "Status", "reason": "Invalid", "code": 422}'}
+
+
+@pytest.mark.parametrize("result, fails", [(CONFLICT, False), (REFUSED, True),
+                                           ({"changed": True, "result": {"kind": "Node"}}, False)])
+def test_a_conflict_is_read_again_and_any_other_refusal_fails(result, fails):
+    patch = task(HEALTH_PATCH, "Patch the Nodes whose health labels or taint change")
+    assert patch["kubernetes.core.k8s"]["state"] == "patched" and patch["kubernetes.core.k8s"]["merge_type"] == "merge"
+    assert holds(HEALTH_PATCH, patch["failed_when"], __gpufleet_health_patched=result) is fails
+
+
+def test_retries_stop_after_five_attempts_naming_the_nodes():
+    stop = task(HEALTH_PATCH, "Stop when Nodes kept changing")
+    again = task(HEALTH_PATCH, "Read again the Nodes that changed meanwhile")
+    for attempt, stops in ((1, False), (4, False), (5, True)):
+        variables = {"__gpufleet_health_only": ["gpu-a"], "__gpufleet_health_attempt": attempt}
+        assert holds(HEALTH_PATCH, stop["when"], **variables) is stops
+        assert holds(HEALTH_PATCH, again["when"], **variables)
+    assert not holds(HEALTH_PATCH, again["when"], __gpufleet_health_only=[])
+    message = rendered(HEALTH_PATCH, stop["ansible.builtin.fail"]["msg"], __gpufleet_health_only=["gpu-a"],
+                       __gpufleet_health_attempt=5)
+    assert message.startswith("gpu-a changed between every read and patch (5 attempts, 409 Conflict each time)")
+    assert again["block"][-1]["ansible.builtin.include_tasks"]["file"] == "node_health_patch.yml"
+
+
 # report.yml
 
 REPORT = {play["name"]: play for play in playbook("report.yml")}
