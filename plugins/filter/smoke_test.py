@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
+from ansible_collections.gpufleet.nvidia.plugins.filter.node_health import node_health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import parse_smi_list
 
 # Bytes of a termination message the kubelet keeps (the end of it).
@@ -122,12 +124,14 @@ def stage_cuda_requirement(stage):
     return cuda_requirement(requirement, stage.get("require_variable") or "the CUDA requirement")
 
 
-def cuda_shortfalls(nodes, requirement, image="the image"):
+def cuda_shortfalls(nodes, requirement, image="the image", skip_unhealthy=False):
     """Nodes whose driver supports an older CUDA than the requirement.
 
     ``nodes`` maps a node name to its ``ansible_facts['nvidia']``. Returns one
     sentence per node that cannot run the image, naming both versions; a node
-    whose CUDA version is unknown is named with its NVIDIA state.
+    whose CUDA version is unknown is named with its NVIDIA state. With
+    ``skip_unhealthy``, the nodes smoke_plan leaves untested as unhealthy are
+    not looked at: no pod goes there.
     """
     required = cuda_requirement(requirement)
     if not required:
@@ -136,6 +140,8 @@ def cuda_shortfalls(nodes, requirement, image="the image"):
     problems = []
     for name in sorted(nodes or {}):
         facts = nodes[name] or {}
+        if boolean(skip_unhealthy, strict=False) and unhealthy_untested(facts):
+            continue
         have = facts.get("cuda_driver_version")
         have_tuple = _version_tuple(have) if have else None
         if have_tuple is None:
@@ -338,18 +344,44 @@ def _busy_reason(allocatable, requested, holders, resource):
     return "not tested: all %d %s are requested by running pods (%s%s)" % (allocatable, resource, shown, extra)
 
 
-def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=None, own_labels=None):
-    """Which pod goes where, which nodes are left alone because they are busy, and why a node cannot be tested.
+# States in which the driver does not work at all: such a node cannot be tested, healthy or not,
+# and fails the smoke test with its state as before.
+NO_WORKING_DRIVER = ("no_gpu", "driver_not_installed", "driver_not_loaded", "driver_mismatch")
+# A node the driver still answers on, with some GPUs lost: testable on those it still reads.
+TESTABLE_STATES = ("ok", "gpu_lost")
+
+
+def unhealthy_untested(facts):
+    """Whether smoke_plan leaves a node with these facts untested as unhealthy (when asked to skip them):
+    its facts say health unhealthy and its driver works."""
+    facts = facts or {}
+    return node_health(facts)["status"] == "unhealthy" and facts.get("state") not in NO_WORKING_DRIVER
+
+
+def unhealthy_reason(facts):
+    """'not tested: unhealthy: gpu_lost 0000:3b:00.0, xid 0000:3b:00.0'."""
+    return "not tested: unhealthy: %s" % (node_health(facts)["text"] or "no problem named")
+
+
+def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=None, own_labels=None,
+               skip_unhealthy=True):
+    """Which pod goes where, which nodes are left alone because they are busy or unhealthy, and why a node
+    cannot be tested.
 
     ``fleet``: [{host, node, facts}] (filter fleet_nodes); ``nodes``: Node
     objects from the API; ``pods``: Pod objects on those nodes, whose requests
     of ``resource`` are taken off the node's allocatable (pods labelled with
     ``own_labels`` are the role's own leftovers, deleted before its pods are
     created, and do not count). A node with nothing free gets no pod: it is
-    not tested, which is not a failure. Returns {"plan": [{host, node, facts,
-    allocatable, requested, request, expected_devices, pods: {stage: pod
-    name}}], "not_tested": [{host, node, facts, allocatable, requested,
-    holders, reason}], "problems": [sentences]}.
+    not tested (``why`` busy), which is not a failure. A node whose facts say
+    health unhealthy (``ansible_facts['nvidia']['health']``) while its driver
+    works is not tested either (``why`` unhealthy) with ``skip_unhealthy``;
+    without, it is tested like any other, on the GPUs the driver still reads
+    (``unhealthy`` true: its pods tolerate the health gating's taint).
+    Returns {"plan": [{host, node, facts, allocatable, requested, request,
+    expected_devices, unhealthy, pods: {stage: pod name}}], "not_tested":
+    [{host, node, facts, allocatable, requested, holders, why, reason}],
+    "problems": [sentences]}.
     """
     by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
     holders_by_node = _requests_by_node(pods, resource, own_labels)
@@ -357,7 +389,13 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     for entry in fleet or []:
         node_name, facts = entry.get("node"), entry.get("facts") or {}
         node = by_name.get(node_name)
-        if facts.get("state") != "ok":
+        unhealthy = unhealthy_untested(facts)
+        if unhealthy and boolean(skip_unhealthy, strict=False):
+            not_tested.append({
+                "host": entry.get("host"), "node": node_name, "facts": facts, "allocatable": None,
+                "requested": None, "holders": [], "why": "unhealthy", "reason": unhealthy_reason(facts)})
+            continue
+        if facts.get("state") not in (TESTABLE_STATES if unhealthy else ("ok",)):
             problems.append("%s: NVIDIA state %s: %s" % (
                 entry.get("host"), facts.get("state") or "not gathered", facts.get("message") or "no facts"))
             continue
@@ -381,7 +419,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         if free < 1:
             not_tested.append({
                 "host": entry.get("host"), "node": node_name, "facts": facts, "allocatable": count,
-                "requested": requested, "holders": [holder[0] for holder in holders],
+                "requested": requested, "holders": [holder[0] for holder in holders], "why": "busy",
                 "reason": _busy_reason(count, requested, holders, resource)})
             continue
         request = 1 if gpus == "one" else free
@@ -396,6 +434,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
             # Time-sliced replicas of one GPU show the same UUID: count only one device, or
             # several when every advertised device is a device of its own.
             "expected_devices": request if request == 1 or (request <= devices and count <= devices) else None,
+            "unhealthy": unhealthy,
             "pods": dict((stage, ("gpufleet-smoke-%s-%s" % (stage, node_name))[:253].rstrip("-."))
                          for stage in stages),
         })
@@ -477,7 +516,8 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     ``results``: stage -> rows of smoke_stage_verdicts. A node a stage did
     not run on (it failed an earlier stage) keeps the earlier verdict. The
     nodes of ``not_tested`` (smoke_plan's) follow, with ``ok`` null (neither
-    passed nor failed), ``tested`` false and their reason as the verdict.
+    passed nor failed), ``tested`` false, ``why`` (busy or unhealthy) and their
+    reason as the verdict.
     """
     rows = []
     for entry in plan or []:
@@ -503,6 +543,7 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     for entry in not_tested or []:
         row = _row(entry)
         row["tested"] = False
+        row["why"] = entry.get("why") or "busy"
         row["verdict"] = entry.get("reason") or "not tested"
         row["detail"].append(row["verdict"])
         rows.append(row)

@@ -415,3 +415,117 @@ def test_every_node_busy_plans_no_pod():
     assert [b["node"] for b in answer["not_tested"]] == ["node-a", "node-b"]
     rows = st.smoke_rows([], {}, ["nvidia-smi"], not_tested=answer["not_tested"])
     assert st.smoke_summary(rows)[-1].startswith("2 of 2 GPU nodes not tested: node-a (all 4 nvidia.com/gpu")
+
+
+# ---- unhealthy nodes ----------------------------------------------------------------
+# The health fields of the facts contract, added by hand to facts nvml_facts builds from the H100 reading.
+
+def unhealthy(facts, *problems, **extra):
+    sick = copy.deepcopy(facts)
+    sick["health"] = {"status": "unhealthy", "problems": [
+        {"code": code, "pci_address": address, "gpu_index": None, "message": "%s on %s" % (code, address)}
+        for code, address in problems]}
+    sick.update(extra)
+    return sick
+
+
+LOST = unhealthy(H100, ("gpu_lost", "0000:3b:00.0"), state="gpu_lost",
+                 lost_gpus=[{"pci_address": "0000:3b:00.0", "source": "pci", "message": "not reported"}])
+FABRIC = unhealthy(H100, ("fabric_not_ready", H100["gpus"][0]["pci_address"]))
+
+
+def sick_fleet():
+    return [{"host": "lost", "node": "node-a", "facts": LOST},
+            {"host": "fabric", "node": "node-b", "facts": FABRIC},
+            {"host": "h100", "node": "node-g", "facts": H100}]
+
+
+SICK_NODES = NODES + [node("node-g", {"nvidia.com/gpu": "1"})]
+
+
+def test_unhealthy_nodes_are_named_and_not_tested_by_default():
+    answer = st.smoke_plan(sick_fleet(), SICK_NODES, "nvidia.com/gpu", "one")
+    assert [e["node"] for e in answer["plan"]] == ["node-g"]
+    assert answer["plan"][0]["unhealthy"] is False
+    assert answer["problems"] == []
+    assert [(b["node"], b["why"], b["reason"]) for b in answer["not_tested"]] == [
+        ("node-a", "unhealthy", "not tested: unhealthy: gpu_lost 0000:3b:00.0"),
+        ("node-b", "unhealthy", "not tested: unhealthy: fabric_not_ready %s" % H100["gpus"][0]["pci_address"])]
+    seen = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: %s)" % H100["gpus"][0]["uuid"]
+    verdicts = st.smoke_stage_verdicts(answer["plan"], [pod("Succeeded", seen, name="gpufleet-smoke-nvidia-smi-node-g")])
+    rows = st.smoke_rows(answer["plan"], {"nvidia-smi": verdicts}, not_tested=answer["not_tested"])
+    assert [(r["node"], r["ok"], r["tested"], r.get("why")) for r in rows] == [
+        ("node-g", True, True, None), ("node-a", None, False, "unhealthy"), ("node-b", None, False, "unhealthy")]
+    assert st.smoke_summary(rows)[-1] == (
+        "2 of 3 GPU nodes not tested: node-a (unhealthy: gpu_lost 0000:3b:00.0); node-b (unhealthy: "
+        "fabric_not_ready %s)" % H100["gpus"][0]["pci_address"])
+
+
+def test_healthy_nodes_that_fail_still_fail_beside_unhealthy_ones():
+    answer = st.smoke_plan(sick_fleet(), SICK_NODES, "nvidia.com/gpu", "one")
+    verdicts = st.smoke_stage_verdicts(answer["plan"], [pod("Failed", "NVIDIA-SMI has failed",
+                                                             name="gpufleet-smoke-nvidia-smi-node-g")])
+    rows = st.smoke_rows(answer["plan"], {"nvidia-smi": verdicts}, not_tested=answer["not_tested"])
+    assert [r["node"] for r in rows if r["ok"] is False] == ["node-g"]
+
+
+@pytest.mark.parametrize("skip", [False, "false", "no"])
+def test_unhealthy_nodes_are_tested_when_asked_on_the_gpus_the_driver_reads(skip):
+    answer = st.smoke_plan(sick_fleet(), SICK_NODES, "nvidia.com/gpu", "one", skip_unhealthy=skip)
+    assert [(e["node"], e["unhealthy"]) for e in answer["plan"]] == [
+        ("node-a", True), ("node-b", True), ("node-g", False)]
+    assert answer["not_tested"] == [] and answer["problems"] == []
+
+
+def test_unhealthy_pods_tolerate_the_health_taint_only_there():
+    from ansible_collections.gpufleet.nvidia.tests.unit.roles.test_manifests import render
+    plan = st.smoke_plan(sick_fleet(), SICK_NODES, "nvidia.com/gpu", "one", skip_unhealthy=False)["plan"]
+    pods = render("gpu_smoke_test", "pods.yaml.j2", __gpu_smoke_test_stage_plan=plan,
+                  __gpu_smoke_test_stage_name="nvidia-smi", __gpu_smoke_test_run="20261123180000-7")
+    health = {"key": "gpufleet.nvidia.com/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"}
+    assert [health in p["spec"]["tolerations"] for p in pods] == [True, True, False]
+
+
+def test_a_node_without_a_working_driver_fails_as_before_even_when_unhealthy():
+    broken = unhealthy({"state": "driver_not_loaded", "message": "not loaded", "gpus": []}, ("driver", None))
+    answer = st.smoke_plan([{"host": "nodriver", "node": "node-f", "facts": broken}], NODES, "nvidia.com/gpu")
+    assert answer["not_tested"] == []
+    assert answer["problems"] == ["nodriver: NVIDIA state driver_not_loaded: not loaded"]
+
+
+def test_facts_without_health_are_tested_as_before():
+    older = dict((key, value) for key, value in H100.items() if key != "health")
+    answer = st.smoke_plan([{"host": "h100", "node": "node-a", "facts": older}], NODES, "nvidia.com/gpu", "one")
+    assert [e["node"] for e in answer["plan"]] == ["node-a"]
+    # gpu_lost facts without health are not healthy enough to test blindly: a problem, as any state but ok.
+    lost = dict(older, state="gpu_lost", message="1 GPU lost")
+    assert st.smoke_plan([{"host": "x", "node": "node-a", "facts": lost}], NODES, "nvidia.com/gpu")["problems"] == [
+        "x: NVIDIA state gpu_lost: 1 GPU lost"]
+
+
+def test_cuda_check_leaves_out_the_nodes_skipped_as_unhealthy():
+    old = dict(LOST, cuda_driver_version="11.8", driver_version="520.61.05")
+    assert st.cuda_shortfalls({"node-a": old}, "12.2") == ["node-a: the image needs CUDA 12.2, driver 520.61.05 "
+                                                           "supports CUDA 11.8"]
+    assert st.cuda_shortfalls({"node-a": old}, "12.2", skip_unhealthy=True) == []
+
+
+def role_fails_on(rows, skip_busy):
+    """The node names tasks/report.yml of gpu_smoke_test fails the play on."""
+    import os
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    loader = DataLoader()
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "gpu_smoke_test", "tasks",
+                        "report.yml")
+    fail = [t for t in loader.load_from_file(path, trusted_as_template=True) if "ansible.builtin.fail" in t][0]
+    engine = Templar(loader=loader, variables=dict(fail["vars"], gpu_smoke_test_report=rows,
+                                                   gpu_smoke_test_skip_busy=skip_busy))
+    return [row["node"] for row in engine.template(fail["vars"]["__gpu_smoke_test_failed"])]
+
+
+def test_role_fails_on_unhealthy_nodes_only_when_every_node_must_be_tested():
+    answer = st.smoke_plan(sick_fleet(), SICK_NODES, "nvidia.com/gpu", "one")
+    rows = st.smoke_rows([], {}, not_tested=answer["not_tested"])
+    assert role_fails_on(rows, True) == []
+    assert role_fails_on(rows, False) == ["node-a", "node-b"]
