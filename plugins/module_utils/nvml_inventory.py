@@ -9,17 +9,22 @@ unit tests feed recorded readings and real captures instead of a GPU.
 
 Policy (what the facts say about a host):
 
-* the driver is asked first; the PCI scan (sysfs, vendor 0x10de) only
-  explains a driver that does not answer, it never overrides one that does;
+* the driver is asked first; the PCI scan (sysfs, vendor 0x10de) explains a
+  driver that does not answer, and names the GPUs a driver that answers has
+  lost (on the bus, bound to the nvidia driver or to none, not reported);
 * absence of a GPU or a driver is a normal *state*, not an error;
 * a tool that is present but answers garbage raises ``InventoryError`` with
-  rc/stdout/stderr attached, which the module turns into a failure.
+  rc/stdout/stderr attached, which the module turns into a failure;
+* a kernel log that cannot be read is reported (``kernel_log.read`` false
+  with the reason), never an error: health then rests on the driver alone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import uuid
 import xml.etree.ElementTree as ET
 
 STATES = (
@@ -28,9 +33,12 @@ STATES = (
     "driver_not_installed",
     "driver_not_loaded",
     "driver_mismatch",
+    "gpu_lost",
     "error",
 )
 SOURCES = ("auto", "nvml", "nvidia_smi")
+KERNEL_LOG_MODES = ("auto", "journal", "dmesg", "none")
+HEALTH_STATUSES = ("healthy", "unhealthy", "unknown")
 NVIDIA_PCI_VENDOR = "0x10de"
 
 # NVML return codes (nvml.h) that the inventory treats specially.
@@ -77,6 +85,93 @@ NVML_ARCHITECTURES = {
     9: "Hopper",
     10: "Blackwell",
 }
+
+# nvmlReturn_t names (nvml.h), for codes that NVML hands back as data (the
+# fabric status) rather than as the result of a call.
+_NVML_RETURN_NAMES = {
+    0: "NVML_SUCCESS",
+    1: "NVML_ERROR_UNINITIALIZED",
+    2: "NVML_ERROR_INVALID_ARGUMENT",
+    3: "NVML_ERROR_NOT_SUPPORTED",
+    4: "NVML_ERROR_NO_PERMISSION",
+    5: "NVML_ERROR_ALREADY_INITIALIZED",
+    6: "NVML_ERROR_NOT_FOUND",
+    7: "NVML_ERROR_INSUFFICIENT_SIZE",
+    8: "NVML_ERROR_INSUFFICIENT_POWER",
+    9: "NVML_ERROR_DRIVER_NOT_LOADED",
+    10: "NVML_ERROR_TIMEOUT",
+    11: "NVML_ERROR_IRQ_ISSUE",
+    12: "NVML_ERROR_LIBRARY_NOT_FOUND",
+    13: "NVML_ERROR_FUNCTION_NOT_FOUND",
+    14: "NVML_ERROR_CORRUPTED_INFOROM",
+    15: "NVML_ERROR_GPU_IS_LOST",
+    16: "NVML_ERROR_RESET_REQUIRED",
+    17: "NVML_ERROR_OPERATING_SYSTEM",
+    18: "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+    19: "NVML_ERROR_IN_USE",
+    20: "NVML_ERROR_MEMORY",
+    21: "NVML_ERROR_NO_DATA",
+    23: "NVML_ERROR_INSUFFICIENT_RESOURCES",
+    25: "NVML_ERROR_ARGUMENT_VERSION_MISMATCH",
+    27: "NVML_ERROR_NOT_READY",
+    999: "NVML_ERROR_UNKNOWN",
+}
+
+# nvmlGpuFabricState_t (nvml.h) as the facts name the states.
+_NVML_FABRIC_STATES = {
+    0: "not_supported",
+    1: "not_started",
+    2: "in_progress",
+    3: "completed",
+}
+_FABRIC_NOT_READY_STATES = ("not_started", "in_progress")
+# nvmlGpuFabricInfo_v3_t.healthSummary (NVML_GPU_FABRIC_HEALTH_SUMMARY_*).
+_NVML_FABRIC_HEALTH_SUMMARIES = {
+    1: "Healthy",
+    2: "Unhealthy",
+    3: "Limited Capacity",
+}
+
+# XID events: what each one means and what an operator does about it, in our
+# words after NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors,
+# "Analyzing Xid Errors with the Xid Catalog": description and "Resolution
+# Bucket (Immediate Action)" per Xid; the page-retirement XIDs 48/63/64 also
+# after docs.nvidia.com/deploy/dynamic-page-retirement). An XID not listed
+# here keeps a null name and action and is still reported.
+XID_CATALOG = {
+    8: ("GPU stopped processing (timeout)", "restart application"),
+    13: ("graphics engine exception", "restart application"),
+    31: ("GPU memory page fault", "restart application"),
+    32: ("invalid or corrupted push buffer stream", "restart application"),
+    43: ("GPU stopped processing (application fault)", "restart application"),
+    45: ("preemptive cleanup after an earlier error", "none (follows another XID)"),
+    48: ("double-bit ECC error", "reset GPU"),
+    61: ("internal micro-controller breakpoint or warning", "reset GPU"),
+    62: ("internal micro-controller halt", "reset GPU"),
+    63: ("ECC page retirement or row remapping recorded", "reset GPU when idle"),
+    64: ("ECC page retirement or row remapping failed", "reset GPU"),
+    69: ("graphics engine class error", "restart application"),
+    74: ("NVLink error", "check NVLink / reset GPU"),
+    79: ("GPU has fallen off the bus", "reboot"),
+    92: ("high single-bit ECC error rate", "none (watch the ECC counters)"),
+    94: ("contained ECC error", "restart application"),
+    95: ("uncontained ECC error", "reset GPU"),
+    109: ("context switch timeout", "restart application"),
+    119: ("GSP RPC timeout", "reset GPU"),
+    120: ("GSP error", "reset GPU"),
+    # Blackwell NVLink XIDs; the line says Fatal or Nonfatal.
+    144: ("NVLink SAW error", "check NVLink"),
+    145: ("NVLink RLW error", "check NVLink"),
+    149: ("NVLink NETIR error", "check NVLink"),
+    154: ("GPU recovery action changed", "follow the recovery action in the message"),
+}
+
+# XIDs after which a GPU should get no new work until it is reset or the node
+# rebooted: the catalog's RESET_GPU / reboot bucket among the XIDs operators
+# act on. 63 (a remap or retirement recorded) is left out: the GPU keeps
+# working and the pending remap is its own health problem (row_remap_pending,
+# retired_pages_pending). The module option unhealthy_xids replaces this set.
+DEFAULT_UNHEALTHY_XIDS = (48, 61, 62, 64, 74, 79, 95, 119, 120)
 
 # Values that nvidia-smi prints where it has no value. Compared lower-cased,
 # with and without the brackets that the CSV output adds. "REDACTED" is how
@@ -214,6 +309,31 @@ def cuda_version_string(value):
     return "%d.%d" % (number // 1000, (number % 1000) // 10)
 
 
+_VERSION_RE = re.compile(r"^\d+(?:\.\d+)*")
+
+
+def plain_version(value):
+    """'610.47 [Deprecated; ... Use KMD Version instead]' -> '610.47'.
+
+    Driver 610 appends a deprecation note to the driver and CUDA versions of
+    ``nvidia-smi -q``; no note, bracketed or parenthesised, reaches a fact.
+    """
+    text = clean(value)
+    if text is None:
+        return None
+    match = _VERSION_RE.match(text)
+    if match:
+        return match.group(0)
+    return clean(re.split(r"[\[(]", text, 1)[0])
+
+
+def nvml_return_text(code):
+    """An nvmlReturn_t handed back as data: 'NVML_ERROR_TIMEOUT (10)'."""
+    if code is None:
+        return None
+    return "%s (%d)" % (_NVML_RETURN_NAMES.get(int(code), "NVML error"), int(code))
+
+
 # nvmlGpuVirtualizationMode_t values and nvidia-smi's words for them, as one vocabulary.
 _NVML_VIRTUALIZATION_MODES = {
     0: "none",
@@ -287,7 +407,20 @@ def empty_gpu(index):
             "remapped_rows_pending": None,
             "remapped_rows_failure": None,
         },
+        "fabric": empty_fabric(),
+        "xids": [],
         "error": None,
+    }
+
+
+def empty_fabric():
+    """The NVSwitch fabric block of one GPU, every value unknown."""
+    return {
+        "state": None,
+        "status": None,
+        "clique_id": None,
+        "cluster_uuid": None,
+        "health": None,
     }
 
 
@@ -426,7 +559,31 @@ def _smi_gpu(index, node):
     health["remapped_rows_uncorrectable"] = to_number(_text(node, "remapped_rows/remapped_row_unc"), integer=True)
     health["remapped_rows_pending"] = to_bool(_text(node, "remapped_rows/remapped_row_pending"))
     health["remapped_rows_failure"] = to_bool(_text(node, "remapped_rows/remapped_row_failure"))
+    gpu["fabric"] = _smi_fabric(node.find("fabric"))
     return gpu
+
+
+def _smi_fabric(block):
+    """<fabric>: <state>/<status> since 525, <cliqueId>/<clusterUuid>/<health> later.
+
+    "Not Supported" is a state here (the GPU has no NVSwitch fabric), not an
+    absent value; N/A stays null.
+    """
+    fabric = empty_fabric()
+    if block is None:
+        return fabric
+    state = (_text(block, "state") or "").strip()
+    if state.lower() == "not supported":
+        fabric["state"] = "not_supported"
+    elif clean(state) is not None:
+        fabric["state"] = clean(state).lower().replace(" ", "_")
+    status = clean(_text(block, "status"))
+    if status is not None:
+        fabric["status"] = "success" if status.lower() == "success" else status
+    fabric["clique_id"] = to_number(_text(block, "cliqueId"), integer=True)
+    fabric["cluster_uuid"] = clean(_text(block, "clusterUuid"))
+    fabric["health"] = clean(_text(block, "health/summary"))
+    return fabric
 
 
 def parse_smi_xml(text):
@@ -447,9 +604,18 @@ def parse_smi_xml(text):
         raise InventoryError(
             "nvidia-smi -q -x printed XML whose root is <%s>, expected <nvidia_smi_log>" % root.tag)
     gpus = [_smi_gpu(index, node) for index, node in enumerate(root.findall("gpu"))]
+    # Driver 610 deprecates "Driver Version" and "CUDA Version" in favour of
+    # "KMD Version" and "CUDA UMD Version" and appends a note to the old ones
+    # in `nvidia-smi -q`. No 610 XML capture is available: the element names
+    # <kmd_version> and <cuda_umd_version> are inferred from the query field
+    # names; the old elements are read too, and any note is stripped.
+    kmd = plain_version(_text(root, "kmd_version"))
+    umd = plain_version(_text(root, "cuda_umd_version"))
     return {
-        "driver_version": clean(_text(root, "driver_version")),
-        "cuda_driver_version": clean(_text(root, "cuda_version")),
+        "driver_version": plain_version(_text(root, "driver_version")) or kmd,
+        "cuda_driver_version": plain_version(_text(root, "cuda_version")) or umd,
+        "kmd_version": kmd,
+        "cuda_umd_version": umd,
         "attached_gpus": to_number(_text(root, "attached_gpus"), integer=True),
         "gpus": gpus,
     }
@@ -510,7 +676,41 @@ _SMI_OUTCOMES = (
     ("not_installed", (12,), "couldn't find libnvidia-ml"),
     ("not_installed", (12,), "shared library not found"),
     ("gpu_lost", (15,), "gpu is lost"),
+    ("gpu_lost", (15,), "unable to determine the device handle"),
 )
+
+# What nvidia-smi prints for a GPU that NVML enumerates but cannot open, e.g.
+# "Unable to determine the device handle for GPU 0000:3B:00.0: GPU is lost.
+# Reboot the system to recover this GPU" or "... for GPU0000:07:00.0: Unknown
+# Error" (fixtures/nvidia-smi-lost/SOURCES.md lists the real lines).
+_SMI_LOST_RE = re.compile(
+    r"Unable to determine the device handle for GPU\s*"
+    r"(?P<domain>[0-9A-Fa-f]{1,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<device>[0-9A-Fa-f]{2})\.(?P<function>[0-7])"
+    r"\s*:\s*(?P<reason>.*?)\s*$"
+)
+
+
+def parse_smi_lost(*texts):
+    """GPUs that nvidia-smi names as lost: [{"pci_address", "source", "message"}]."""
+    lost = []
+    seen = set()
+    for text in texts:
+        if isinstance(text, bytes):
+            text = text.decode("utf-8", "replace")
+        for line in (text or "").splitlines():
+            match = _SMI_LOST_RE.search(line)
+            if not match:
+                continue
+            address = "%04x:%s:%s.%s" % (
+                int(match.group("domain"), 16), match.group("bus").lower(),
+                match.group("device").lower(), match.group("function"))
+            if address in seen:
+                continue
+            seen.add(address)
+            reason = re.sub(r"\s+", " ", match.group("reason")) or "unknown error"
+            lost.append({"pci_address": address, "gpu_index": None, "source": "nvidia_smi",
+                         "message": "nvidia-smi: %s" % reason})
+    return lost
 
 
 def classify_smi_failure(rc, stdout, stderr):
@@ -533,6 +733,17 @@ def _first_line(*texts):
     return ""
 
 
+def _smi_answer_fields(parsed):
+    return {
+        "driver_version": parsed["driver_version"],
+        "cuda_driver_version": parsed["cuda_driver_version"],
+        "kmd_version": parsed["kmd_version"],
+        "cuda_umd_version": parsed["cuda_umd_version"],
+        "attached_gpus": parsed["attached_gpus"],
+        "gpus": parsed["gpus"],
+    }
+
+
 def query_nvidia_smi(run, executable):
     """Ask nvidia-smi. ``run(argv) -> (rc, stdout, stderr)``.
 
@@ -547,6 +758,8 @@ def query_nvidia_smi(run, executable):
                 "nvidia-smi -q -x failed with rc=%s: %s" % (rc, _first_line(err, out) or "no output"),
                 rc=rc, stdout=out, stderr=err, cmd=[executable, "-q", "-x"])
         answer = {"outcome": outcome, "message": "nvidia-smi: %s" % _first_line(err, out)}
+        if outcome == "gpu_lost":
+            answer["lost"] = parse_smi_lost(out, err)
         if outcome == "gpu_lost" and "<nvidia_smi_log" in (out or ""):
             # The GPUs that still answer are printed before the failure.
             try:
@@ -554,20 +767,20 @@ def query_nvidia_smi(run, executable):
             except InventoryError:
                 partial = None
             if partial:
-                answer.update(driver_version=partial["driver_version"],
-                              cuda_driver_version=partial["cuda_driver_version"], gpus=partial["gpus"])
+                answer.update(_smi_answer_fields(partial))
         return answer
     try:
-        parsed = parse_smi_xml(out)
+        parsed = parse_smi_xml(out[out.index("<"):] if "<" in (out or "") else out)
     except InventoryError as exc:
         raise InventoryError(str(exc), rc=rc, stdout=out, stderr=err, cmd=[executable, "-q", "-x"])
     answer = {
         "outcome": "ok" if parsed["gpus"] else "no_devices",
         "message": None,
-        "driver_version": parsed["driver_version"],
-        "cuda_driver_version": parsed["cuda_driver_version"],
-        "gpus": parsed["gpus"],
+        # A GPU that cannot be opened is named on stderr (or before the XML)
+        # while the others are printed and nvidia-smi may still exit 0.
+        "lost": parse_smi_lost(out[:out.index("<")] if "<" in (out or "") else "", err),
     }
+    answer.update(_smi_answer_fields(parsed))
     needs_list = any(
         device["uuid"] is None or device["profile"] is None
         for gpu in parsed["gpus"] for device in gpu["mig"]["devices"]
@@ -635,13 +848,48 @@ def _nvml_mig_devices(nvml, device):
     return devices
 
 
+def _nvml_fabric(nvml, device):
+    """nvmlDeviceGetGpuFabricInfoV through the adapter (a dict, see PynvmlAdapter).
+
+    NotSupported / FunctionNotFound (no fabric, or bindings and driver older
+    than the call) leave the block unknown; GpuIsLost is the GPU's fault; any
+    other code is the fabric's own failure and lands in ``status``.
+    """
+    fabric = empty_fabric()
+    try:
+        info = nvml.call("nvmlDeviceGetGpuFabricInfoV", device.handle)
+    except NvmlCallError as err:
+        if err.code == NVML_ERROR_GPU_IS_LOST:
+            if device.fault is None:
+                device.fault = err
+        elif err.code not in _UNKNOWN_VALUE_CODES:
+            fabric["status"] = "NVML: %s" % err.text
+        return fabric
+    if not isinstance(info, dict) or info.get("state") is None:
+        return fabric
+    # The state is one byte in nvml.h; some bindings declare it as an int.
+    state = _NVML_FABRIC_STATES.get(int(info["state"]) & 0xFF)
+    fabric["state"] = state
+    if state is None or state == "not_supported":
+        return fabric
+    # status "must be checked only if state returns complete" (nvml.h).
+    if state == "completed" and info.get("status") is not None:
+        fabric["status"] = "success" if int(info["status"]) == 0 else nvml_return_text(info["status"])
+    fabric["clique_id"] = info.get("cliqueId")
+    fabric["cluster_uuid"] = clean(info.get("clusterUuid"))
+    summary = info.get("healthSummary")
+    fabric["health"] = _NVML_FABRIC_HEALTH_SUMMARIES.get(int(summary)) if summary is not None else None
+    return fabric
+
+
 def _nvml_gpu(nvml, index):
+    """One GPU's entry and the NVML code of its fault (None without one)."""
     gpu = empty_gpu(index)
     try:
         handle = nvml.call("nvmlDeviceGetHandleByIndex", index)
     except NvmlCallError as err:
         gpu["error"] = err.text
-        return gpu
+        return gpu, err.code
     device = _Device(nvml, handle)
     gpu["uuid"] = clean(device.get("nvmlDeviceGetUUID"))
     gpu["name"] = clean(device.get("nvmlDeviceGetName"))
@@ -705,10 +953,12 @@ def _nvml_gpu(nvml, index):
         health["remapped_rows_uncorrectable"] = remapped[1]
         health["remapped_rows_pending"] = bool(remapped[2])
         health["remapped_rows_failure"] = bool(remapped[3])
+    gpu["fabric"] = _nvml_fabric(nvml, device)
 
     if device.fault is not None:
         gpu["error"] = device.fault.text
-    return gpu
+        return gpu, device.fault.code
+    return gpu, None
 
 
 _NVML_INIT_OUTCOMES = {
@@ -735,7 +985,7 @@ def query_nvml(nvml):
         }
     try:
         try:
-            driver_version = clean(nvml.call("nvmlSystemGetDriverVersion"))
+            driver_version = plain_version(nvml.call("nvmlSystemGetDriverVersion"))
             count = int(nvml.call("nvmlDeviceGetCount"))
         except NvmlCallError as err:
             return {"outcome": _NVML_INIT_OUTCOMES.get(err.code, "error"), "message": "NVML: %s" % err.text}
@@ -746,7 +996,14 @@ def query_nvml(nvml):
                 break
             except NvmlCallError:
                 continue
-        gpus = [_nvml_gpu(nvml, index) for index in range(count)]
+        gpus = []
+        lost = []
+        for index in range(count):
+            gpu, fault = _nvml_gpu(nvml, index)
+            gpus.append(gpu)
+            if fault == NVML_ERROR_GPU_IS_LOST:
+                lost.append({"pci_address": gpu["pci_address"], "gpu_index": index, "source": "nvml",
+                             "message": "NVML: %s" % gpu["error"]})
     finally:
         try:
             nvml.shutdown()
@@ -758,6 +1015,7 @@ def query_nvml(nvml):
         "driver_version": driver_version,
         "cuda_driver_version": cuda,
         "gpus": gpus,
+        "lost": lost,
     }
 
 
@@ -784,12 +1042,83 @@ class PynvmlAdapter(object):
         self._invoke(self._nvml.nvmlShutdown)
 
     def call(self, name, *args):
+        if name == "nvmlDeviceGetGpuFabricInfoV":
+            return self.gpu_fabric_info(*args)
         function = getattr(self._nvml, name, None)
         if function is None:
             # Bindings older than the function: the same answer NVML gives
             # for a driver older than the function.
             raise NvmlCallError(NVML_ERROR_FUNCTION_NOT_FOUND, "Function Not Found")
         return self._invoke(function, *args)
+
+    # nvidia-ml-py's fabric calls take a struct by reference and return only
+    # the status: nvmlDeviceGetGpuFabricInfoV(device, byref(info)) with
+    # c_nvmlGpuFabricInfo_v3_t / _v2_t (versioned, nvmlGpuFabricInfo_v3 / _v2),
+    # or the older nvmlDeviceGetGpuFabricInfo(device, byref(info)) with
+    # c_nvmlGpuFabricInfo_t (cliqueId, named partitionId in early bindings).
+    _FABRIC_STRUCTS = (
+        ("c_nvmlGpuFabricInfo_v3_t", "nvmlGpuFabricInfo_v3"),
+        ("c_nvmlGpuFabricInfo_v2_t", "nvmlGpuFabricInfo_v2"),
+        ("c_nvmlGpuFabricInfoV_t", "nvmlGpuFabricInfo_v2"),
+    )
+
+    def _fabric_attempts(self):
+        nvml = self._nvml
+        attempts = []
+        versioned = getattr(nvml, "nvmlDeviceGetGpuFabricInfoV", None)
+        if versioned is not None:
+            for struct_name, version_name in self._FABRIC_STRUCTS:
+                struct = getattr(nvml, struct_name, None)
+                version = getattr(nvml, version_name, None)
+                if struct is not None and version is not None and struct not in [a[1] for a in attempts]:
+                    attempts.append((versioned, struct, version))
+        legacy = getattr(nvml, "nvmlDeviceGetGpuFabricInfo", None)
+        struct = getattr(nvml, "c_nvmlGpuFabricInfo_t", None)
+        if legacy is not None and struct is not None:
+            attempts.append((legacy, struct, None))
+        return attempts
+
+    def gpu_fabric_info(self, handle):
+        """The GPU's fabric info as a dict: state, status, cliqueId, clusterUuid, healthSummary.
+
+        Tries the newest struct the bindings define; a driver that does not
+        know that struct version (ArgumentVersionMismatch) or the versioned
+        call (FunctionNotFound) gets the next. Bindings without any fabric
+        call answer FunctionNotFound, as NVML does for a driver without it.
+        """
+        attempts = self._fabric_attempts()
+        failure = NvmlCallError(NVML_ERROR_FUNCTION_NOT_FOUND, "Function Not Found")
+        for function, struct, version in attempts:
+            info = struct()
+            if version is not None:
+                info.version = version
+            try:
+                self._invoke(function, handle, ctypes.byref(info))
+            except NvmlCallError as err:
+                if err.code in (NVML_ERROR_ARGUMENT_VERSION_MISMATCH, NVML_ERROR_FUNCTION_NOT_FOUND):
+                    failure = err
+                    continue
+                raise
+            return _fabric_info_dict(info)
+        raise failure
+
+
+def _fabric_info_dict(info):
+    names = [field[0] for field in info._fields_]
+    raw = None
+    if "clusterUuid" in names:
+        # Read the 16 bytes themselves: a c_char array would stop at the
+        # first zero byte.
+        offset = getattr(type(info), "clusterUuid").offset
+        raw = ctypes.string_at(ctypes.addressof(info) + offset, 16)
+    clique = getattr(info, "cliqueId", None) if "cliqueId" in names else getattr(info, "partitionId", None)
+    return {
+        "state": int(info.state),
+        "status": int(info.status),
+        "cliqueId": int(clique) if clique is not None else None,
+        "clusterUuid": str(uuid.UUID(bytes=raw)) if raw is not None else None,
+        "healthSummary": int(info.healthSummary) if "healthSummary" in names else None,
+    }
 
 
 def _plain(value):
@@ -813,6 +1142,11 @@ def _read(path):
             return handle.read().strip()
     except (IOError, OSError):
         return None
+
+
+def is_nvswitch_class(pci_class):
+    """An NVIDIA function of PCI class 0x0680xx (bridge, other) is an NVSwitch."""
+    return bool(pci_class and pci_class.lower()[:6] == "0x0680")
 
 
 def scan_pci(root="/sys/bus/pci/devices"):
@@ -843,6 +1177,11 @@ def scan_pci(root="/sys/bus/pci/devices"):
             # 0x0300xx VGA, 0x0302xx 3D controller: the GPU functions, as
             # opposed to a board's audio, USB or NVSwitch bridge functions.
             "is_gpu": bool(pci_class and pci_class[:6] in ("0x0300", "0x0302")),
+            # 0x0680xx "bridge, other": the NVSwitch chips of HGX/DGX boards.
+            "is_nvswitch": is_nvswitch_class(pci_class),
+            # An SR-IOV virtual function (vGPU hosts) has a physfn link; it is
+            # no GPU of its own that the driver would report.
+            "is_virtual_function": os.path.islink(os.path.join(base, "physfn")),
             "driver": driver,
             "numa_node": numa_node if numa_node is not None and numa_node >= 0 else None,
         })
@@ -859,6 +1198,281 @@ def kernel_module_version(path="/proc/driver/nvidia/version"):
 
 
 # --------------------------------------------------------------------------
+# The kernel log: XID events since boot
+# --------------------------------------------------------------------------
+
+# One command, filtered by journald itself. With --grep, journalctl exits 1
+# and prints "-- No entries --" (stderr empty) when nothing matches.
+JOURNAL_ARGS = ("-k", "-b", "0", "--no-pager", "-o", "short-monotonic", "--grep", "NVRM: Xid")
+
+# "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has
+# fallen off the bus." and the older "NVRM: Xid (0000:01:00): 3, C 00000005
+# ...", after any dmesg "[  123.456789] " / "[Fri Aug 30 11:43:09 2024] " or
+# journal "Nov 23 10:00:00 host kernel: " prefix (fixtures/kernel-log/SOURCES.md).
+_XID_RE = re.compile(r"NVRM: Xid \((?P<where>[^)]*)\):\s*(?P<xid>\d+)\b")
+_XID_WHERE_RE = re.compile(
+    r"^(?:PCI:)?(?P<domain>[0-9A-Fa-f]{1,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<device>[0-9A-Fa-f]{2})"
+    r"(?:\.(?P<function>[0-7]))?$"
+)
+
+
+def _read_text(path):
+    with open(path, "rb") as handle:
+        return handle.read().decode("utf-8", "replace")
+
+
+def read_kernel_log(params, probe):
+    """Read the kernel log once. Returns (kernel_log fact, text or None).
+
+    ``kernel_log_path`` reads a saved log (offline analysis, tests); otherwise
+    ``kernel_log``: auto (journalctl when it answers, else dmesg), journal,
+    dmesg or none. Failing to read is a fact (read false, the reason), not an
+    error.
+    """
+    path = params.get("kernel_log_path")
+    mode = params.get("kernel_log") or "auto"
+    if mode not in KERNEL_LOG_MODES:
+        raise InventoryError("kernel_log must be one of %s, got %r" % (", ".join(KERNEL_LOG_MODES), mode))
+    if path:
+        reader = getattr(probe, "read_text", None) or _read_text
+        try:
+            return {"source": "file", "read": True, "message": None}, reader(path)
+        except (IOError, OSError) as err:
+            return {"source": "file", "read": False,
+                    "message": "%s: %s" % (path, getattr(err, "strerror", None) or err)}, None
+    if mode == "none":
+        return {"source": None, "read": False, "message": "not read (kernel_log=none)"}, None
+    reasons = []
+    source = None
+    if mode in ("auto", "journal"):
+        journalctl = probe.which("journalctl")
+        if journalctl:
+            source = "journal"
+            rc, out, err = probe.run([journalctl] + list(JOURNAL_ARGS))
+            if rc == 0 or (rc == 1 and not (err or "").strip()):
+                return {"source": "journal", "read": True, "message": None}, out
+            reasons.append("journalctl -k failed with rc=%s: %s" % (rc, _first_line(err, out) or "no output"))
+        else:
+            reasons.append("journalctl not found")
+    if mode in ("auto", "dmesg"):
+        dmesg = probe.which("dmesg")
+        if dmesg:
+            source = "dmesg"
+            rc, out, err = probe.run([dmesg])
+            if rc == 0:
+                return {"source": "dmesg", "read": True, "message": None}, out
+            reasons.append("dmesg failed with rc=%s: %s" % (rc, _first_line(err, out) or "no output"))
+        else:
+            reasons.append("dmesg not found")
+    return {"source": source, "read": False, "message": "; ".join(reasons)}, None
+
+
+def _xid_gpu(where, gpus):
+    """(pci_address, gpu_index) of an XID line's "PCI:0000:3b:00" (no function)."""
+    match = _XID_WHERE_RE.match(where.strip())
+    if not match:
+        return None, None
+    prefix = "%04x:%s:%s" % (int(match.group("domain"), 16), match.group("bus").lower(),
+                             match.group("device").lower())
+    function = match.group("function")
+    candidates = [gpu for gpu in gpus if (gpu.get("pci_address") or "").startswith(prefix + ".")]
+    if function is not None:
+        exact = [gpu for gpu in candidates if gpu["pci_address"] == "%s.%s" % (prefix, function)]
+        candidates = exact or candidates
+    if candidates:
+        return candidates[0]["pci_address"], candidates[0]["index"]
+    return "%s.%s" % (prefix, function or "0"), None
+
+
+def parse_xid_events(text, gpus=(), unhealthy_xids=DEFAULT_UNHEALTHY_XIDS):
+    """XID events of a kernel log: one entry per (PCI address, XID), in log order of first sight."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    unhealthy = frozenset(int(xid) for xid in unhealthy_xids)
+    events = {}
+    for line in (text or "").splitlines():
+        if "NVRM: Xid" not in line:
+            continue
+        match = _XID_RE.search(line)
+        if not match:
+            continue
+        xid = int(match.group("xid"))
+        address, index = _xid_gpu(match.group("where"), gpus)
+        key = (address, xid)
+        event = events.get(key)
+        if event is None:
+            name, action = XID_CATALOG.get(xid, (None, None))
+            event = events[key] = {
+                "pci_address": address,
+                "gpu_index": index,
+                "xid": xid,
+                "name": name,
+                "action": action,
+                "fatal": xid in unhealthy,
+                "count": 0,
+                "last": None,
+            }
+        event["count"] += 1
+        event["last"] = line.strip()
+    return list(events.values())
+
+
+# --------------------------------------------------------------------------
+# Lost GPUs and health
+# --------------------------------------------------------------------------
+
+# A GPU function bound to another driver (vfio-pci for a VM, nouveau) is not
+# the nvidia driver's to report; an unbound one may be a GPU that failed to
+# come up, and is counted.
+_LOST_CANDIDATE_DRIVERS = ("nvidia", None)
+
+
+def find_lost_gpus(answer, pci_devices):
+    """GPUs the driver should report and does not: [{"pci_address", "gpu_index", "source", "message"}].
+
+    (c) GPUs the driver itself names as lost (NVML GpuIsLost, nvidia-smi's
+    "Unable to determine the device handle" lines); (a) GPU functions on the
+    PCI bus, bound to nvidia or to no driver and not SR-IOV virtual functions,
+    whose address no GPU of the answer has; (b) nvidia-smi's <attached_gpus>
+    beyond the GPUs it printed, of unknown address. A GPU is counted once.
+    """
+    gpus = answer.get("gpus") or []
+    lost = [dict(entry) for entry in answer.get("lost") or []]
+    known = set(entry["pci_address"] for entry in lost if entry["pci_address"])
+    reported = set(gpu["pci_address"] for gpu in gpus if gpu.get("pci_address"))
+    for device in pci_devices:
+        if not device.get("is_gpu") or device.get("is_virtual_function"):
+            continue
+        if device.get("driver") not in _LOST_CANDIDATE_DRIVERS:
+            continue
+        address = device["address"]
+        if address in reported or address in known:
+            continue
+        known.add(address)
+        why = "on the PCI bus, not reported by the driver" if device.get("driver") \
+            else "on the PCI bus, bound to no driver"
+        unnamed = next((entry for entry in lost if entry["pci_address"] is None), None)
+        if unnamed is not None:
+            # NVML lost a GPU before it could read its address: this is it.
+            unnamed["pci_address"] = address
+            unnamed["message"] = "%s; %s" % (unnamed["message"], why)
+            continue
+        lost.append({"pci_address": address, "gpu_index": None, "source": "pci_bus", "message": why})
+    attached = answer.get("attached_gpus")
+    if attached is not None:
+        printed = len(gpus)
+        unaccounted = attached - printed - len(lost)
+        for dummy in range(max(0, unaccounted)):
+            lost.append({
+                "pci_address": None, "gpu_index": None, "source": "nvidia_smi",
+                "message": "nvidia-smi reports %d attached GPUs but prints %d" % (attached, printed),
+            })
+    lost.sort(key=lambda entry: (entry["pci_address"] is None, entry["pci_address"] or "",
+                                 entry["gpu_index"] if entry["gpu_index"] is not None else -1))
+    return lost
+
+
+def lost_message(lost, total):
+    """'2 of 8 GPUs lost: 0000:3b:00.0, 0000:5d:00.0 (on the PCI bus, not reported by the driver)'."""
+    groups = []
+    for entry in lost:
+        for group in groups:
+            if group[0] == entry["message"]:
+                group[1].append(entry)
+                break
+        else:
+            groups.append((entry["message"], [entry]))
+    parts = []
+    for why, entries in groups:
+        named = [entry["pci_address"] for entry in entries if entry["pci_address"]]
+        unnamed = [entry for entry in entries if not entry["pci_address"]]
+        where = list(named)
+        if unnamed:
+            indexes = [entry["gpu_index"] for entry in unnamed if entry["gpu_index"] is not None]
+            if indexes:
+                where.extend("GPU %d" % index for index in indexes)
+            if len(unnamed) > len(indexes):
+                where.append("%d of unknown address" % (len(unnamed) - len(indexes)))
+        parts.append("%s (%s)" % (", ".join(where), why))
+    return "%d of %d GPUs lost: %s" % (len(lost), total, "; ".join(parts))
+
+
+def _gpu_words(gpu):
+    return "GPU %d (%s)" % (gpu["index"], gpu["pci_address"] or gpu["pci_bus_id"] or "unknown address")
+
+
+def _problem(code, message, pci_address=None, gpu_index=None):
+    return {"code": code, "pci_address": pci_address, "gpu_index": gpu_index, "message": message}
+
+
+def _fabric_problem(gpu):
+    """Why a GPU's NVSwitch fabric is not ready for work, or None.
+
+    Not flagged: a null or not_supported state, also beside NVSwitches on the
+    bus. A100-generation HGX boards need the fabric manager yet report no
+    fabric state through NVML or nvidia-smi; there the fabric manager
+    service itself is the gauge (gpu_driver checks it).
+    """
+    fabric = gpu.get("fabric") or {}
+    state = fabric.get("state")
+    status = fabric.get("status")
+    if state in _FABRIC_NOT_READY_STATES:
+        return "fabric manager has not set up the NVSwitch fabric (state %s)" % state
+    if state == "completed" and status not in (None, "success"):
+        return "NVSwitch fabric setup failed (state completed, status %s)" % status
+    if state is None and status:
+        return "the fabric state could not be read (%s)" % status
+    if (fabric.get("health") or "").lower() == "unhealthy":
+        return "the NVSwitch fabric reports its health as Unhealthy"
+    return None
+
+
+def assess_health(facts, xid_events):
+    """``health``: status and problems, from the facts and the XID events."""
+    problems = []
+    state = facts["state"]
+    for entry in facts["lost_gpus"]:
+        problems.append(_problem("gpu_lost", "GPU lost: %s" % entry["message"], entry["pci_address"],
+                                 entry["gpu_index"]))
+    if state in ("driver_mismatch", "driver_not_loaded", "error"):
+        problems.append(_problem("driver", "driver state %s: %s" % (state, facts["message"])))
+    for event in xid_events:
+        if not event["fatal"]:
+            continue
+        where = "GPU %d (%s)" % (event["gpu_index"], event["pci_address"]) if event["gpu_index"] is not None \
+            else (event["pci_address"] or "an unknown GPU")
+        problems.append(_problem("xid", "Xid %d (%s) on %s, %d since boot; %s" % (
+            event["xid"], event["name"] or "not in the catalog", where, event["count"],
+            event["action"] or "see NVIDIA's Xid catalog"), event["pci_address"], event["gpu_index"]))
+    for gpu in facts["gpus"]:
+        address = gpu["pci_address"]
+        why = _fabric_problem(gpu)
+        if why:
+            problems.append(_problem("fabric_not_ready", "%s: %s" % (_gpu_words(gpu), why), address, gpu["index"]))
+        health = gpu["health"]
+        if health["remapped_rows_pending"]:
+            problems.append(_problem("row_remap_pending", "%s: a row remapping is pending, reset the GPU to "
+                                     "apply it" % _gpu_words(gpu), address, gpu["index"]))
+        if health["remapped_rows_failure"]:
+            problems.append(_problem("row_remap_failed", "%s: a row remapping failed; the GPU needs service"
+                                     % _gpu_words(gpu), address, gpu["index"]))
+        if health["retired_pages_pending"]:
+            problems.append(_problem("retired_pages_pending", "%s: retired pages are pending, reset the GPU "
+                                     "to retire them" % _gpu_words(gpu), address, gpu["index"]))
+        uncorrectable = gpu["ecc"]["volatile_uncorrectable"]
+        if uncorrectable:
+            problems.append(_problem("ecc_uncorrectable", "%s: %d uncorrectable ECC errors since the driver "
+                                     "loaded" % (_gpu_words(gpu), uncorrectable), address, gpu["index"]))
+    if problems:
+        status = "unhealthy"
+    elif state == "ok":
+        status = "healthy"
+    else:
+        status = "unknown"
+    return {"status": status, "problems": problems}
+
+
+# --------------------------------------------------------------------------
 # The whole inventory
 # --------------------------------------------------------------------------
 
@@ -869,18 +1483,23 @@ def _count_phrase(count, noun):
 _UNREAD_OUTCOMES = ("not_installed", "no_reader")
 
 
-def summarise(answer, pci_devices, driver_installed, module_version):
-    """Turn a source's answer plus what the host shows into the state facts.
+def summarise(answer, pci_devices, driver_installed, module_version, kernel_log=None,
+              unhealthy_xids=DEFAULT_UNHEALTHY_XIDS):
+    """Turn a source's answer plus what the host shows into the facts.
 
     ``driver_installed`` says whether the NVML library is on the host.
     ``driver_loaded`` is true when the driver answered (even with a fault or
     a version mismatch), false when it said it is not loaded, and otherwise
-    whether /proc shows a loaded kernel module.
+    whether /proc shows a loaded kernel module. ``kernel_log`` is the pair
+    ``read_kernel_log`` returns (None: not read).
     """
     outcome = answer["outcome"]
     gpus = answer.get("gpus") or []
     words = answer.get("message")
+    for device in pci_devices:
+        device.setdefault("is_nvswitch", is_nvswitch_class(device.get("class")))
     gpu_functions = [d for d in pci_devices if d["is_gpu"]]
+    log_fact, log_text = kernel_log or ({"source": None, "read": False, "message": "not read"}, None)
 
     if outcome == "not_loaded":
         loaded = False
@@ -888,6 +1507,7 @@ def summarise(answer, pci_devices, driver_installed, module_version):
         loaded = bool(module_version)
     else:
         loaded = True
+    cuda = plain_version(answer.get("cuda_driver_version"))
     facts = {
         "state": None,
         "message": None,
@@ -895,11 +1515,18 @@ def summarise(answer, pci_devices, driver_installed, module_version):
         "driver_installed": bool(driver_installed) if outcome in _UNREAD_OUTCOMES else True,
         "driver_loaded": loaded,
         "kernel_module_version": module_version,
-        "driver_version": answer.get("driver_version"),
-        "cuda_driver_version": answer.get("cuda_driver_version"),
+        "driver_version": plain_version(answer.get("driver_version")),
+        "cuda_driver_version": cuda,
+        "kmd_version": plain_version(answer.get("kmd_version")) or module_version,
+        "cuda_umd_version": plain_version(answer.get("cuda_umd_version")) or cuda,
         "gpu_count": len(gpus),
         "gpus": gpus,
+        "lost_gpus": [],
         "pci_devices": pci_devices,
+        "nvswitches": sorted(d["address"] for d in pci_devices if d["is_nvswitch"]),
+        "xid_events": [],
+        "kernel_log": log_fact,
+        "health": None,
     }
     # NUMA node (PCI locality) from sysfs.
     numa_by_address = dict((d["address"], d["numa_node"]) for d in pci_devices)
@@ -911,13 +1538,23 @@ def summarise(answer, pci_devices, driver_installed, module_version):
         "no NVIDIA GPU on the PCI bus" if not gpu_functions
         else "%s on the PCI bus" % _count_phrase(len(gpu_functions), "NVIDIA GPU")
     )
-    if outcome == "ok":
-        faulty = [gpu for gpu in gpus if gpu["error"]]
+    # The driver answered: every GPU it should report and does not is lost.
+    lost = find_lost_gpus(answer, pci_devices) if outcome in ("ok", "no_devices", "gpu_lost") else []
+    facts["lost_gpus"] = lost
+    lost_indexes = set(entry["gpu_index"] for entry in lost if entry["gpu_index"] is not None)
+    faulty = [gpu for gpu in gpus if gpu["error"] and gpu["index"] not in lost_indexes]
+    fault_words = "; ".join(
+        "GPU %d (%s): %s" % (gpu["index"], gpu["pci_bus_id"] or "unknown bus id", gpu["error"]) for gpu in faulty)
+    if lost:
+        facts["state"] = "gpu_lost"
+        answering = len([gpu for gpu in gpus if gpu["index"] not in lost_indexes])
+        facts["message"] = lost_message(lost, answering + len(lost))
+        if fault_words:
+            facts["message"] += "; %s" % fault_words
+    elif outcome == "ok":
         if faulty:
             facts["state"] = "error"
-            facts["message"] = "; ".join(
-                "GPU %d (%s): %s" % (gpu["index"], gpu["pci_bus_id"] or "unknown bus id", gpu["error"])
-                for gpu in faulty)
+            facts["message"] = fault_words
         else:
             facts["state"] = "ok"
             facts["message"] = "%s, driver %s" % (
@@ -927,10 +1564,7 @@ def summarise(answer, pci_devices, driver_installed, module_version):
         loaded = " (kernel module %s loaded)" % module_version if module_version else ""
         facts["message"] = "the loaded kernel module and the driver libraries differ%s, reboot or reload " \
             "the module; %s" % (loaded, words)
-    elif outcome == "error":
-        facts["state"] = "error"
-        facts["message"] = words
-    elif outcome == "gpu_lost":
+    elif outcome in ("error", "gpu_lost"):
         facts["state"] = "error"
         facts["message"] = words
     elif not gpu_functions:
@@ -951,9 +1585,15 @@ def summarise(answer, pci_devices, driver_installed, module_version):
     elif outcome in _UNREAD_OUTCOMES:
         facts["state"] = "driver_not_installed"
         facts["message"] = "%s but no NVIDIA driver is installed; %s" % (pci_words, words)
-    else:  # no_devices while the PCI bus shows GPUs
+    else:  # no_devices while the PCI bus shows GPUs the nvidia driver does not own
         facts["state"] = "error"
         facts["message"] = "%s but the driver reports none; %s" % (pci_words, words or "no devices")
+
+    events = parse_xid_events(log_text, gpus, unhealthy_xids) if log_text else []
+    facts["xid_events"] = events
+    for gpu in gpus:
+        gpu["xids"] = [event for event in events if event["gpu_index"] == gpu["index"]]
+    facts["health"] = assess_health(facts, events)
     return facts
 
 
@@ -962,11 +1602,20 @@ def gather(params, probe):
 
     ``probe`` gives the I/O: ``pynvml()`` (the module or None),
     ``which(name)``, ``run(argv)``, ``pci_devices()``,
-    ``nvml_library_present()``, ``kernel_module_version()``.
+    ``nvml_library_present()``, ``kernel_module_version()`` and, for
+    ``kernel_log_path``, ``read_text(path)`` (a plain read without it).
     """
     source = params.get("source") or "auto"
     if source not in SOURCES:
         raise InventoryError("source must be one of %s, got %r" % (", ".join(SOURCES), source))
+    unhealthy_xids = params.get("unhealthy_xids")
+    if unhealthy_xids is None:
+        unhealthy_xids = DEFAULT_UNHEALTHY_XIDS
+    try:
+        unhealthy_xids = sorted(set(int(xid) for xid in unhealthy_xids))
+    except (TypeError, ValueError):
+        raise InventoryError("unhealthy_xids must be a list of XID numbers, got %r" % (unhealthy_xids,))
+    kernel_log = read_kernel_log(params, probe)
     pynvml = probe.pynvml() if source in ("auto", "nvml") else None
     smi = probe.which("nvidia-smi")
     if source == "auto":
@@ -991,6 +1640,8 @@ def gather(params, probe):
         probe.pci_devices(),
         driver_installed=probe.nvml_library_present(),
         module_version=probe.kernel_module_version(),
+        kernel_log=kernel_log,
+        unhealthy_xids=unhealthy_xids,
     )
     facts["source"] = source
     return facts

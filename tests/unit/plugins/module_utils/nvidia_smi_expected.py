@@ -653,3 +653,33 @@ LIST_EXPECTED = {
          "mig_devices": []},
     ],
 }
+
+# The state nvml_facts reports for each XML capture alone (nvidia-smi printing it, no PCI
+# scan, no kernel log), with the number of lost GPUs. Every capture prints as many <gpu>
+# as its <attached_gpus> says, except the A100 one: <attached_gpus>4</attached_gpus> and
+# one <gpu>. That is three GPUs nvidia-smi counts and does not show, so its facts say
+# gpu_lost with three GPUs of unknown address (they said ok before lost GPUs were counted).
+# The trimmed GTX 1070 Ti excerpt has no <attached_gpus>; nothing is counted as lost there.
+SUMMARY_EXPECTED = {
+    "netdata-rtx-2080-windows-wddm-driver-516.59-v11.xml": ("ok", 0),
+    "netdata-rtx-3060-laptop-driver-515.65.01-v11.xml": ("ok", 0),
+    "netdata-tesla-p100-pcie-16gb-passthrough-driver-510.47.03-v11.xml": ("ok", 0),
+    "rai-grid-k520-aws-driver-352.99-v7.xml": ("ok", 0),
+    "telegraf-2x-rtx-2070-driver-590.44.01-v13.xml": ("ok", 0),
+    "telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml": ("ok", 0),
+    "telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml": ("gpu_lost", 3),
+    "telegraf-a10g-aws-passthrough-driver-515.105.01-v11.xml": ("ok", 0),
+    "telegraf-grid-p4-1q-vgpu-guest-windows-driver-513.46-v11.xml": ("ok", 0),
+    "telegraf-gt-1030-driver-470.74-v11.xml": ("ok", 0),
+    "telegraf-gtx-1070-ti-trimmed-v10.xml": ("ok", 0),
+    "telegraf-quadro-p2000-driver-525.125.06-v12-legacy-power-readings.xml": ("ok", 0),
+    "telegraf-quadro-p400-driver-418.43-no-doctype.xml": ("ok", 0),
+    "telegraf-rtx-3060-driver-570.124.04-v12.xml": ("ok", 0),
+    "telegraf-rtx-3080-driver-595.58.03-v13.xml": ("ok", 0),
+    "telegraf-rtx-3080-windows-wddm-driver-536.40-v12.xml": ("ok", 0),
+    "telegraf-rtx-3090-driver-590.44.01-v13.xml": ("ok", 0),
+    "telegraf-rtx-3090-passthrough-driver-525.147.05-v12-redacted.xml": ("ok", 0),
+    "telegraf-rtx-4000-sff-ada-driver-595.84-v13.xml": ("ok", 0),
+    "telegraf-rtx-pro-6000-blackwell-maxq-driver-590.44.01-v13.xml": ("ok", 0),
+    "telegraf-tesla-t4-aws-driver-515.105.01-v11.xml": ("ok", 0),
+}

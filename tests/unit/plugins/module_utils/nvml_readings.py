@@ -55,9 +55,24 @@ def _device(name, uuid, bus_id, device_id, memory_mib, **overrides):
         "nvmlDeviceGetRetiredPages(0)": NOT_SUPPORTED,
         "nvmlDeviceGetRetiredPages(1)": NOT_SUPPORTED,
         "nvmlDeviceGetRemappedRows": NOT_SUPPORTED,
+        # A board without NVSwitch fabric: nvidia-smi prints the fabric state
+        # as N/A (every v12/v13 XML capture in fixtures/nvidia-smi/).
+        "nvmlDeviceGetGpuFabricInfoV": NOT_SUPPORTED,
     }
     calls.update(overrides)
     return calls
+
+
+def fabric_info(state, status=0, clique_id=0, cluster_uuid="00000000-0000-0000-0000-000000000000",
+                health_summary=0):
+    """nvmlDeviceGetGpuFabricInfoV as PynvmlAdapter.gpu_fabric_info hands it on.
+
+    state: 0 not supported, 1 not started, 2 in progress, 3 completed;
+    status: an nvmlReturn_t (0 success); health_summary 0 is "not supported",
+    which nvidia-smi prints as N/A.
+    """
+    return {"state": state, "status": status, "cliqueId": clique_id, "clusterUuid": cluster_uuid,
+            "healthSummary": health_summary}
 
 
 def _ecc_counts(corrected_volatile, uncorrected_volatile, corrected_aggregate, uncorrected_aggregate):
@@ -75,7 +90,9 @@ _SYSTEM_590 = {
 }
 
 # nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt: H100 SXM in a
-# pass-through VM, ECC on, 700 W, remapped rows answered on Hopper.
+# pass-through VM, ECC on, 700 W, remapped rows answered on Hopper. Its -q
+# text prints Fabric State Completed, Status Success, CliqueId 0, ClusterUUID
+# 00000000-0000-0000-0000-000000000000 and every Health field N/A.
 H100 = {
     "init": None,
     "system": dict(_SYSTEM_590, nvmlDeviceGetCount=1),
@@ -94,6 +111,35 @@ H100 = {
             nvmlDeviceGetEccMode=[1, 1],
             nvmlDeviceGetRetiredPagesPendingStatus=NOT_SUPPORTED,
             nvmlDeviceGetRemappedRows=[0, 0, 0, 0],
+            nvmlDeviceGetGpuFabricInfoV=fabric_info(3),
+            **_ecc_counts(0, 0, 0, 0)
+        ),
+    ],
+}
+
+# nvgpuexp-capture-linux-h200-driver-590.48.01.txt (-q section): H200 in a
+# pass-through VM at bus 83:00.0, 143771 MiB, ECC on, 700 W, VBIOS
+# 96.00.A5.00.03, retired pages N/A, remapped rows 0/0/No/No, and the same
+# fabric block as the H100: Completed, Success, CliqueId 0, zero ClusterUUID.
+H200 = {
+    "init": None,
+    "system": dict(_SYSTEM_590, nvmlDeviceGetCount=1),
+    "devices": [
+        _device(
+            "NVIDIA H200", "GPU-00000000-0000-0000-0000-000000000000",
+            "00000000:83:00.0", 0x233510DE, 143771,
+            nvmlDeviceGetSerial="0000000000000",
+            nvmlDeviceGetVbiosVersion="96.00.A5.00.03",
+            nvmlDeviceGetCudaComputeCapability=[9, 0],
+            nvmlDeviceGetArchitecture=9,
+            nvmlDeviceGetPersistenceMode=1,
+            nvmlDeviceGetEnforcedPowerLimit=700000,
+            nvmlDeviceGetVirtualizationMode=1,
+            nvmlDeviceGetMigMode=[0, 0],
+            nvmlDeviceGetEccMode=[1, 1],
+            nvmlDeviceGetRetiredPagesPendingStatus=NOT_SUPPORTED,
+            nvmlDeviceGetRemappedRows=[0, 0, 0, 0],
+            nvmlDeviceGetGpuFabricInfoV=fabric_info(3),
             **_ecc_counts(0, 0, 0, 0)
         ),
     ],
@@ -165,6 +211,7 @@ QUADRO_P400_OLD_DRIVER = {
             nvmlDeviceGetArchitecture=FUNCTION_NOT_FOUND,
             nvmlDeviceGetMigMode=FUNCTION_NOT_FOUND,
             nvmlDeviceGetRemappedRows=FUNCTION_NOT_FOUND,
+            nvmlDeviceGetGpuFabricInfoV=FUNCTION_NOT_FOUND,
             nvmlDeviceGetEccMode=NOT_SUPPORTED,
             nvmlDeviceGetRetiredPagesPendingStatus=NOT_SUPPORTED,
         ),
@@ -213,6 +260,13 @@ MIG_DEVICE_LOST["devices"][0]["mig"][1]["nvmlDeviceGetMemoryInfo"] = GPU_IS_LOST
 # A board whose infoROM is corrupted: a health fault, not an unknown value.
 CORRUPTED_INFOROM = copy.deepcopy(H100)
 CORRUPTED_INFOROM["devices"][0]["nvmlDeviceGetVbiosVersion"] = err(14, "Corrupted infoROM")
+
+# Fabric states no capture shows, on the H100 reading: the fabric manager
+# still setting up the fabric, and a setup that completed with an error.
+FABRIC_IN_PROGRESS = copy.deepcopy(H100)
+FABRIC_IN_PROGRESS["devices"][0]["nvmlDeviceGetGpuFabricInfoV"] = fabric_info(2, status=3)
+FABRIC_FAILED = copy.deepcopy(H100)
+FABRIC_FAILED["devices"][0]["nvmlDeviceGetGpuFabricInfoV"] = fabric_info(3, status=999)
 
 # nvmlInit() failures, as NVML words them.
 DRIVER_NOT_LOADED_HOST = {"init": DRIVER_NOT_LOADED}

@@ -173,9 +173,24 @@ def test_gpu_lost_is_reported_not_raised():
     answer, dummy = query(readings.GPU_LOST)
     assert [g["error"] for g in answer["gpus"]] == [None, None, None, "GPU is lost"]
     facts = inv.summarise(answer, [], driver_installed=True, module_version="590.48.01")
-    assert facts["state"] == "error"
+    assert facts["state"] == "gpu_lost"
     assert facts["gpu_count"] == 4
-    assert "GPU 3" in facts["message"] and "GPU is lost" in facts["message"]
+    assert facts["lost_gpus"] == [
+        {"pci_address": None, "gpu_index": 3, "source": "nvml", "message": "NVML: GPU is lost"}]
+    assert facts["message"] == "1 of 4 GPUs lost: GPU 3 (NVML: GPU is lost)"
+    assert facts["health"]["status"] == "unhealthy"
+    assert [p["code"] for p in facts["health"]["problems"]] == ["gpu_lost"]
+
+
+def test_gpu_lost_before_its_address_was_read_gets_it_from_the_pci_bus():
+    answer, dummy = query(readings.GPU_LOST)
+    on_bus = [dict(H100_PCI, address="0000:%02x:00.0" % bus) for bus in (0x18, 0x2A, 0x3A, 0x5D)]
+    facts = inv.summarise(answer, on_bus, driver_installed=True, module_version="590.48.01")
+    assert facts["lost_gpus"] == [{
+        "pci_address": "0000:5d:00.0", "gpu_index": 3, "source": "nvml",
+        "message": "NVML: GPU is lost; on the PCI bus, not reported by the driver"}]
+    assert facts["message"] == \
+        "1 of 4 GPUs lost: 0000:5d:00.0 (NVML: GPU is lost; on the PCI bus, not reported by the driver)"
 
 
 def test_gpu_lost_midway_keeps_what_was_read():
@@ -193,7 +208,9 @@ def test_gpu_lost_midway_keeps_what_was_read():
     (readings.LIBRARY_MISSING_HOST, [H100_PCI], "driver_not_installed", False, False),
     (readings.MISMATCH_HOST, [H100_PCI], "driver_mismatch", True, True),
     (readings.NO_DEVICES, [], "no_gpu", True, True),
-    (readings.NO_DEVICES, [H100_PCI], "error", True, True),
+    # The driver answers with no GPU while one bound to it is on the bus: lost.
+    (readings.NO_DEVICES, [H100_PCI], "gpu_lost", True, True),
+    (readings.NO_DEVICES, [dict(H100_PCI, driver="vfio-pci")], "error", True, True),
     # The PCI scan never overrides a driver that answers (PCI hidden in a container).
     (readings.H100, [], "ok", True, True),
 ])
@@ -335,7 +352,8 @@ def test_unknown_source_is_refused():
 
 def test_every_fact_key_is_present_in_every_state():
     keys = {"state", "message", "source", "driver_installed", "driver_loaded", "kernel_module_version",
-            "driver_version", "cuda_driver_version", "gpu_count", "gpus", "pci_devices"}
+            "driver_version", "cuda_driver_version", "kmd_version", "cuda_umd_version", "gpu_count", "gpus",
+            "lost_gpus", "pci_devices", "nvswitches", "xid_events", "kernel_log", "health"}
     for reading in (readings.H100, readings.DRIVER_NOT_LOADED_HOST, readings.MISMATCH_HOST, readings.NO_DEVICES):
         facts = inv.gather({"source": "nvml"}, Probe(pynvml=FakePynvml(reading), library=True))
         assert set(facts) == keys
@@ -448,7 +466,15 @@ def test_mig_device_fault_reaches_the_gpu():
     gpu = answer["gpus"][0]
     assert gpu["error"] == "GPU is lost"
     assert gpu["mig"]["devices"][1]["memory_total_mib"] is None
-    assert inv.summarise(answer, [], True, None)["state"] == "error"
+    facts = inv.summarise(answer, [], True, None)
+    assert facts["state"] == "gpu_lost"
+    assert facts["lost_gpus"][0]["pci_address"] == "0000:00:09.0"
+
+
+def test_corrupted_inforom_is_an_error_not_a_lost_gpu():
+    facts = inv.summarise(query(readings.CORRUPTED_INFOROM)[0], [H100_PCI], True, None)
+    assert (facts["state"], facts["lost_gpus"]) == ("error", [])
+    assert facts["health"]["problems"][0]["code"] == "driver"
 
 
 def test_corrupted_inforom_is_a_fault():

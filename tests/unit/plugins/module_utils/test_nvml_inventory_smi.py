@@ -12,6 +12,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_invent
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.nvidia_smi_expected import (
     LIST_EXPECTED,
     LIST_SECTION_MARKER,
+    SUMMARY_EXPECTED,
     XML_EXPECTED,
 )
 
@@ -126,6 +127,18 @@ def test_same_uuid_stays_two_gpus():
     twins = inv.parse_smi_xml(masked)["gpus"]
     assert [gpu["uuid"] for gpu in twins] == ["GPU-12345678-aaaa-bbbb-cccc-0123456789ab"] * 2
     assert [gpu["pci_bus_id"] for gpu in twins] == [gpu["pci_bus_id"] for gpu in inv.parse_smi_xml(fixture(name))["gpus"]]
+
+
+@pytest.mark.parametrize("name", sorted(SUMMARY_EXPECTED))
+def test_xml_state_and_lost_gpus(name):
+    runs = Runs({("-q", "-x"): (0, fixture(name).decode("utf-8"), ""), ("-L",): (2, "", "unsupported")})
+    facts = inv.summarise(inv.query_nvidia_smi(runs, "nvidia-smi"), [], driver_installed=True, module_version=None)
+    assert (facts["state"], len(facts["lost_gpus"])) == SUMMARY_EXPECTED[name]
+    assert facts["health"]["status"] == ("healthy" if facts["state"] == "ok" else "unhealthy")
+
+
+def test_every_xml_fixture_has_a_summary_expectation():
+    assert sorted(SUMMARY_EXPECTED) == XML_FILES
 
 
 def test_attached_gpus_is_not_the_gpu_count():
@@ -344,5 +357,8 @@ def test_gpu_lost_keeps_the_gpus_printed_before_the_failure():
     assert answer["outcome"] == "gpu_lost"
     assert [gpu["pci_bus_id"] for gpu in answer["gpus"]] == ["00000000:01:00.0"]
     facts = inv.summarise(answer, [], driver_installed=True, module_version=None)
-    assert (facts["state"], facts["gpu_count"]) == ("error", 1)
-    assert "GPU is lost" in facts["message"]
+    assert (facts["state"], facts["gpu_count"]) == ("gpu_lost", 1)
+    # <attached_gpus> says 2, one is printed, the line names the other.
+    assert facts["lost_gpus"] == [{"pci_address": "0000:02:00.0", "gpu_index": None, "source": "nvidia_smi",
+                                   "message": "nvidia-smi: GPU is lost."}]
+    assert facts["message"] == "1 of 2 GPUs lost: 0000:02:00.0 (nvidia-smi: GPU is lost.)"
