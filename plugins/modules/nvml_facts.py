@@ -15,9 +15,15 @@ description:
     bindings C(pynvml)) or through C(nvidia-smi -q -x), and returns it as
     C(ansible_facts['nvidia']).
   - Also scans sysfs for NVIDIA PCI functions (vendor C(0x10de)). The scan
-    only explains a driver that does not answer (no GPU, driver not installed,
-    driver not loaded); it never overrides a driver that answers, since inside
-    containers and some VMs the PCI device is hidden while the driver works.
+    explains a driver that does not answer (no GPU, driver not installed,
+    driver not loaded). Where the driver answers, the scan never hides a GPU
+    it reports (inside containers and some VMs the PCI device is hidden while
+    the driver works), but a GPU function on the bus that the driver does not
+    report makes the state V(gpu_lost).
+  - Reports GPU health in RV(ansible_facts.nvidia.health) - lost GPUs, XID events
+    found in the kernel log since boot, the NVSwitch fabric state, pending or
+    failed row remapping, pending page retirement and uncorrectable ECC errors.
+    The kernel log is read with one command per run.
   - A missing GPU or driver is a normal RV(ansible_facts.nvidia.state), not a failure. The module
     fails only when a tool that is present answers something it cannot read,
     and then returns the tool's rc, stdout and stderr.
@@ -39,6 +45,38 @@ options:
     type: str
     choices: [auto, nvml, nvidia_smi]
     default: auto
+  kernel_log:
+    description:
+      - "Where to look for XID events (C(NVRM: Xid) lines) since boot."
+      - "V(auto) runs C(journalctl -k -b 0 --no-pager -o short-monotonic --grep 'NVRM: Xid') when
+        C(journalctl) exists and answers, otherwise C(dmesg)."
+      - V(journal) and V(dmesg) run only that command; V(none) reads nothing.
+      - A kernel log that cannot be read (no journal, C(dmesg) restricted to root) is not an
+        error; RV(ansible_facts.nvidia.kernel_log.read) is then false with the reason, and no
+        XID event is known.
+      - Ignored when O(kernel_log_path) is set.
+    type: str
+    choices: [auto, journal, dmesg, none]
+    default: auto
+  kernel_log_path:
+    description:
+      - Read XID events from this saved kernel log on the target (C(dmesg), C(journalctl -k) or
+        syslog output) instead of the running system's, for offline analysis and tests.
+      - A file that cannot be read is reported like a kernel log that cannot be read.
+    type: path
+  unhealthy_xids:
+    description:
+      - XIDs after which a GPU should get no new work until it is reset or the node rebooted.
+        One of these since boot makes RV(ansible_facts.nvidia.health.status) V(unhealthy).
+      - The default follows NVIDIA's Xid catalog (immediate action "reset GPU" or reboot) -
+        48 double-bit ECC error, 61/62 internal micro-controller breakpoint/halt, 64 page
+        retirement or row remapping failure, 74 NVLink error, 79 GPU fallen off the bus,
+        95 uncontained ECC error, 119/120 GSP RPC timeout/GSP error.
+      - The events are counted since boot, so a GPU reset does not clear them; a node whose
+        GPUs were reset can be accepted with an empty list.
+    type: list
+    elements: int
+    default: [48, 61, 62, 64, 74, 79, 95, 119, 120]
 attributes:
   check_mode:
     description: Can run in check mode and return the same facts.
@@ -61,6 +99,19 @@ attributes:
     platforms: posix
 notes:
   - Compute capability is only known through NVML; C(nvidia-smi -q -x) does not print it.
+  - A GPU is lost when the driver names it lost (NVML C(GPU is lost); C(nvidia-smi)'s
+    C(Unable to determine the device handle) lines), when the PCI bus shows a GPU function
+    bound to the C(nvidia) driver or to none that the driver does not report, or when
+    C(nvidia-smi)'s attached GPU count exceeds the GPUs it prints. GPU functions bound to
+    another driver (C(vfio-pci) for VMs, C(nouveau)) and SR-IOV virtual functions are not
+    counted. Run the module on the host, not in a container that was given a subset of
+    the GPUs but sees the host's sysfs.
+  - Driver 610 appends a deprecation note to the driver and CUDA versions of C(nvidia-smi);
+    the facts keep the plain numbers. The XML element names C(kmd_version) and
+    C(cuda_umd_version) are inferred from the query field names (no 610 XML capture was
+    available); the older elements are read too.
+  - A fabric state that is null or V(not_supported) is not a problem, also beside NVSwitches;
+    A100-generation HGX boards report no fabric state although they need the fabric manager.
   - C(numa_node) is the GPU's PCI locality from sysfs (null where sysfs does not show the device).
   - Two GPUs that report the same UUID (masked or cloned boards) stay two GPUs.
 seealso:
@@ -82,6 +133,17 @@ EXAMPLES = r"""
 - name: Read the inventory through nvidia-smi even where pynvml is installed
   gpufleet.nvidia.nvml_facts:
     source: nvidia_smi
+
+- name: Keep new GPU work off nodes whose GPUs are not healthy
+  ansible.builtin.assert:
+    that: ansible_facts['nvidia']['health']['status'] != 'unhealthy'
+    fail_msg: "{{ ansible_facts['nvidia']['health']['problems'] | map(attribute='message') | join('; ') }}"
+    quiet: true
+
+- name: Look for XID events in a kernel log saved from another machine
+  gpufleet.nvidia.nvml_facts:
+    kernel_log_path: /var/tmp/gpu-node-17-kern.log
+    unhealthy_xids: [48, 64, 74, 79, 95]
 
 - name: Show every GPU's health
   ansible.builtin.debug:
@@ -109,13 +171,16 @@ ansible_facts:
               V(driver_not_installed) GPUs on the PCI bus, no NVML library;
               V(driver_not_loaded) GPUs on the PCI bus, driver installed, kernel module not loaded;
               V(driver_mismatch) the loaded kernel module and the libraries differ (upgrade without reboot);
-              V(error) the driver answered with a fault (for example a GPU that fell off the bus).
+              V(gpu_lost) the driver answers but one or more GPUs are lost (see RV(ansible_facts.nvidia.lost_gpus));
+              V(error) the driver answered with another fault (for example a corrupted infoROM).
           type: str
           sample: ok
         message:
-          description: What the state means on this host, keeping NVML's or nvidia-smi's own words.
+          description:
+            - What the state means on this host, keeping NVML's or nvidia-smi's own words.
+            - For V(gpu_lost) it names the lost GPUs by PCI address.
           type: str
-          sample: "no NVIDIA GPU on the PCI bus; NVML: Driver Not Loaded"
+          sample: "2 of 8 GPUs lost: 0000:3b:00.0, 0000:5d:00.0 (on the PCI bus, not reported by the driver)"
         source:
           description: The source that was queried.
           type: str
@@ -133,13 +198,28 @@ ansible_facts:
           type: str
           sample: 535.261.03
         driver_version:
-          description: Driver version reported by the source.
+          description:
+            - Driver version reported by the source, always the plain number (driver 610's
+              deprecation note is dropped).
           type: str
-          sample: 535.54.03
+          sample: "610.47"
         cuda_driver_version:
-          description: Highest CUDA version the driver supports.
+          description: Highest CUDA version the driver supports, the plain number.
           type: str
-          sample: "12.2"
+          sample: "13.3"
+        kmd_version:
+          description:
+            - Version of the kernel-mode driver, as C(nvidia-smi) 610 and later prints it (C(KMD Version));
+              otherwise the loaded kernel module's version (RV(ansible_facts.nvidia.kernel_module_version));
+              null when neither is known.
+          type: str
+          sample: "610.47"
+        cuda_umd_version:
+          description:
+            - CUDA user-mode driver version, as C(nvidia-smi) 610 and later prints it (C(CUDA UMD Version));
+              otherwise RV(ansible_facts.nvidia.cuda_driver_version).
+          type: str
+          sample: "13.3"
         gpu_count:
           description: Number of GPUs the driver reports.
           type: int
@@ -150,7 +230,8 @@ ansible_facts:
             - Keys are C(index), C(uuid), C(name), C(brand), C(serial), C(pci_bus_id) (NVIDIA's form),
               C(pci_address) (sysfs form), C(pci_device_id), C(minor_number), C(vbios_version),
               C(architecture), C(compute_capability), C(memory_total_mib), C(persistence_mode),
-              C(power_limit_w), C(numa_node), C(virtualization_mode), C(mig), C(ecc), C(health), C(error).
+              C(power_limit_w), C(numa_node), C(virtualization_mode), C(mig), C(ecc), C(health), C(fabric),
+              C(xids), C(error).
             - C(mig) has C(capable), C(current_mode), C(pending_mode) and C(devices), each device with
               C(index), C(gpu_instance_id), C(compute_instance_id), C(profile), C(memory_total_mib),
               C(multiprocessor_count), C(uuid).
@@ -159,15 +240,102 @@ ansible_facts:
             - C(health) has C(retired_pages_pending), C(retired_pages_single_bit),
               C(retired_pages_double_bit), C(remapped_rows_correctable), C(remapped_rows_uncorrectable),
               C(remapped_rows_pending), C(remapped_rows_failure).
+            - C(fabric) is the GPU's NVSwitch fabric as the fabric manager left it - C(state)
+              (V(not_supported), V(not_started), V(in_progress), V(completed) or null), C(status)
+              (V(success), the error, or null before completion), C(clique_id), C(cluster_uuid) and
+              C(health) (the fabric's health summary, null where not reported).
+            - C(xids) are the entries of RV(ansible_facts.nvidia.xid_events) of this GPU.
             - C(error) is null, or the driver's words for a fault of this GPU.
+            - GPUs the driver lost but still enumerates (NVML) stay listed with their C(error).
           type: list
           elements: dict
+        lost_gpus:
+          description:
+            - GPUs the driver should report and does not; empty unless the state is V(gpu_lost).
+            - Keys are C(pci_address) (null when unknown), C(gpu_index) (the driver's index when it
+              enumerates the GPU, else null), C(source) (V(pci_bus), V(nvidia_smi) or V(nvml)) and
+              C(message).
+          type: list
+          elements: dict
+          sample:
+            - pci_address: "0000:3b:00.0"
+              gpu_index: null
+              source: pci_bus
+              message: on the PCI bus, not reported by the driver
         pci_devices:
           description:
             - NVIDIA PCI functions seen in sysfs (vendor C(0x10de)), GPUs and their companion functions.
-            - Keys are C(address), C(vendor_id), C(device_id), C(class), C(is_gpu), C(driver), C(numa_node).
+            - Keys are C(address), C(vendor_id), C(device_id), C(class), C(is_gpu), C(is_nvswitch),
+              C(is_virtual_function), C(driver), C(numa_node).
           type: list
           elements: dict
+        nvswitches:
+          description: PCI addresses of the NVSwitch functions on the bus (NVIDIA, class C(0x0680xx)), sorted.
+          type: list
+          elements: str
+          sample: ["0000:05:00.0", "0000:06:00.0"]
+        xid_events:
+          description:
+            - XID events in the kernel log since boot, one entry per PCI address and XID, in the
+              order first seen.
+            - Keys are C(pci_address) (the GPU's address; an XID line has no function, C(.0) is
+              assumed where no GPU matches), C(gpu_index) (null when no GPU of this host matches),
+              C(xid), C(name) and C(action) (after NVIDIA's Xid catalog; null for an XID not in
+              it), C(fatal) (the XID is in O(unhealthy_xids)), C(count) and C(last) (the last line).
+          type: list
+          elements: dict
+          sample:
+            - pci_address: "0000:3b:00.0"
+              gpu_index: 2
+              xid: 79
+              name: GPU has fallen off the bus
+              action: reboot
+              fatal: true
+              count: 1
+              last: "[ 5107.644336] host kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus."
+        kernel_log:
+          description: How the kernel log was read for XID events.
+          type: dict
+          contains:
+            source:
+              description: V(journal), V(dmesg), V(file) (O(kernel_log_path)), or null when nothing was run.
+              type: str
+              sample: journal
+            read:
+              description: The log was read; false when it could not be (then no XID event is known).
+              type: bool
+              sample: true
+            message:
+              description: Why the log could not be read, else null.
+              type: str
+              sample: "journalctl -k failed with rc=1: No journal files were found.; dmesg failed with rc=1:
+                dmesg: read kernel buffer failed: Operation not permitted"
+        health:
+          description: Whether the node should get new GPU work, and why not.
+          type: dict
+          contains:
+            status:
+              description:
+                - V(unhealthy) when any problem is found; V(healthy) when the state is V(ok) and none
+                  is; V(unknown) otherwise (no GPU, no driver installed).
+              type: str
+              sample: unhealthy
+            problems:
+              description:
+                - Each problem has C(code), C(pci_address), C(gpu_index) (null when not known) and C(message).
+                - Codes - V(gpu_lost) one per lost GPU; V(xid) an XID of O(unhealthy_xids) since boot;
+                  V(fabric_not_ready) a fabric state V(not_started) or V(in_progress), completed with a
+                  status other than success, a fabric state that could not be read, or an Unhealthy
+                  fabric health summary; V(row_remap_pending); V(row_remap_failed); V(retired_pages_pending);
+                  V(ecc_uncorrectable) (volatile uncorrectable ECC errors above zero); V(driver) (state
+                  V(driver_mismatch), V(driver_not_loaded) or V(error)).
+              type: list
+              elements: dict
+              sample:
+                - code: fabric_not_ready
+                  pci_address: "0000:18:00.0"
+                  gpu_index: 0
+                  message: "GPU 0 (0000:18:00.0): fabric manager has not set up the NVSwitch fabric (state in_progress)"
 """
 
 import ctypes.util
@@ -175,6 +343,8 @@ import importlib
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import (
+    DEFAULT_UNHEALTHY_XIDS,
+    KERNEL_LOG_MODES,
     SOURCES,
     InventoryError,
     gather,
@@ -210,11 +380,18 @@ class SystemProbe(object):
     def kernel_module_version(self):
         return kernel_module_version()
 
+    def read_text(self, path):
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace")
+
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             source=dict(type="str", default="auto", choices=list(SOURCES)),
+            kernel_log=dict(type="str", default="auto", choices=list(KERNEL_LOG_MODES)),
+            kernel_log_path=dict(type="path"),
+            unhealthy_xids=dict(type="list", elements="int", default=list(DEFAULT_UNHEALTHY_XIDS)),
         ),
         supports_check_mode=True,
     )

@@ -96,3 +96,46 @@ def test_bad_source_names_the_value(host, capsys):
     result = run_module({"source": "dcgm"}, capsys)
     assert result["failed"] is True
     assert "source" in result["msg"] and "dcgm" in result["msg"]
+
+
+KERNEL_LOG = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "kernel-log", "xid-lines.log")
+
+
+def test_kernel_log_path_and_unhealthy_xids_reach_the_facts(host, capsys):
+    capture = os.path.abspath(os.path.join(FIXTURES, "telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml"))
+    fake_nvidia_smi(host, 'cat "%s"\n' % capture)
+    result = run_module({"kernel_log_path": os.path.abspath(KERNEL_LOG), "unhealthy_xids": ["79", 62]}, capsys)
+    facts = result["ansible_facts"]["nvidia"]
+    assert result["changed"] is False
+    assert facts["kernel_log"] == {"source": "file", "read": True, "message": None}
+    assert len(facts["xid_events"]) == 16
+    # None of the recorded lines is of the A5000 pair's buses (81:00, c1:00).
+    assert [gpu["xids"] for gpu in facts["gpus"]] == [[], []]
+    assert sorted(set(e["xid"] for e in facts["xid_events"] if e["fatal"])) == [62, 79]
+    assert (facts["state"], facts["health"]["status"]) == ("ok", "unhealthy")
+
+
+def test_a_kernel_log_that_cannot_be_read_is_a_fact(host, capsys):
+    capture = os.path.abspath(os.path.join(FIXTURES, "telegraf-tesla-t4-aws-driver-515.105.01-v11.xml"))
+    fake_nvidia_smi(host, 'cat "%s"\n' % capture)
+    result = run_module({}, capsys)
+    facts = result["ansible_facts"]["nvidia"]
+    # The fake PATH has neither journalctl nor dmesg.
+    assert facts["kernel_log"] == {"source": None, "read": False, "message": "journalctl not found; dmesg not found"}
+    assert (facts["state"], facts["health"]["status"]) == ("ok", "healthy")
+
+
+def test_attached_gpus_beyond_the_printed_ones_say_gpu_lost(host, capsys):
+    capture = os.path.abspath(os.path.join(FIXTURES, "telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml"))
+    fake_nvidia_smi(host, 'case "$*" in *-x*) cat "%s" ;; *) exit 2 ;; esac\n' % capture)
+    result = run_module({"kernel_log": "none"}, capsys)
+    facts = result["ansible_facts"]["nvidia"]
+    assert result["rc_exit"] == 0
+    assert (facts["state"], len(facts["lost_gpus"]), facts["gpu_count"]) == ("gpu_lost", 3, 1)
+    assert facts["kernel_log"]["read"] is False
+
+
+def test_bad_unhealthy_xids_are_refused_by_the_argument_spec(host, capsys):
+    result = run_module({"unhealthy_xids": ["seventy-nine"]}, capsys)
+    assert result["failed"] is True
+    assert "unhealthy_xids" in result["msg"]
