@@ -17,11 +17,12 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.filter import node_health as nh
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import LABEL_PREFIX, node_labels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import STATES
 
 # Report order of the states: nvml_facts' own (working nodes first), then hosts it could not reach.
-STATE_ORDER = STATES + ("unreachable",)
+STATE_ORDER = STATES + tuple(state for state in ("gpu_lost",) if state not in STATES) + ("unreachable",)
 # How bad a state is, for the colour of its badge.
 SEVERITY = {
     "ok": "ok",
@@ -29,9 +30,16 @@ SEVERITY = {
     "driver_not_installed": "warn",
     "driver_not_loaded": "warn",
     "driver_mismatch": "bad",
+    "gpu_lost": "bad",
     "error": "bad",
     "unreachable": "bad",
 }
+# A node's health (ansible_facts['nvidia']['health']), in report order, with the colour of its badge.
+HEALTH_ORDER = ("healthy", "unhealthy", "unknown")
+HEALTH_SEVERITY = {"healthy": "ok", "unhealthy": "bad", "unknown": "info"}
+# What each finding of health_flags is, as a problem code of the facts' health: a finding whose code
+# the facts' health already reports is not said twice.
+_FLAG_CODES = ("ecc_uncorrectable", "retired_pages_pending", "row_remap_pending", "row_remap_failed")
 # Labels that only split a value another label carries whole; the brief list leaves them out.
 _SPLIT_LABELS = frozenset(
     LABEL_PREFIX + name for name in (
@@ -172,26 +180,121 @@ def _mig(gpus):
     }
 
 
-def health_flags(gpus):
-    """What an operator must look at on a node's GPUs, one line per finding."""
+def _coded_flags(gpus):
+    """(problem code or None, the GPU, line) per finding on a node's GPUs."""
     flags = []
     for gpu in gpus:
         name = "GPU %s" % gpu.get("index")
         ecc = gpu.get("ecc") or {}
         health = gpu.get("health") or {}
         if gpu.get("error"):
-            flags.append("%s: %s" % (name, gpu["error"]))
+            flags.append((None, gpu, "%s: %s" % (name, gpu["error"])))
         for scope in ("volatile", "aggregate"):
             count = ecc.get("%s_uncorrectable" % scope)
             if count:
-                flags.append("%s: %d uncorrectable ECC error%s (%s)" % (name, count, "" if count == 1 else "s", scope))
+                flags.append(("ecc_uncorrectable", gpu, "%s: %d uncorrectable ECC error%s (%s)" % (
+                    name, count, "" if count == 1 else "s", scope)))
         if health.get("retired_pages_pending"):
-            flags.append("%s: retired pages pending" % name)
+            flags.append(("retired_pages_pending", gpu, "%s: retired pages pending" % name))
         if health.get("remapped_rows_pending"):
-            flags.append("%s: remapped rows pending" % name)
+            flags.append(("row_remap_pending", gpu, "%s: remapped rows pending" % name))
         if health.get("remapped_rows_failure"):
-            flags.append("%s: row remapping failed" % name)
+            flags.append(("row_remap_failed", gpu, "%s: row remapping failed" % name))
     return flags
+
+
+def health_flags(gpus):
+    """What an operator must look at on a node's GPUs, one line per finding."""
+    return [line for dummy, dummy_gpu, line in _coded_flags(gpus)]
+
+
+def _counted_lines(lines):
+    """Lines in order, the same line repeated said once as '3 x line'."""
+    order, counts = [], {}
+    for line in lines:
+        if line not in counts:
+            order.append(line)
+            counts[line] = 0
+        counts[line] += 1
+    return [("%d x %s" % (counts[line], line)) if counts[line] > 1 else line for line in order]
+
+
+def _problem_line(problem):
+    return problem.get("message") or nh.problem_text(problem)
+
+
+def _health_lines(health, gpus):
+    """The node's health problems as the facts word them, then the findings they do not already say: a
+    finding of a kind the problems name, or a GPU fault of a GPU a problem names, is not said twice."""
+    lines = _counted_lines(_problem_line(problem) for problem in health["problems"])
+    covered = set(health["codes"]) & set(_FLAG_CODES)
+    for code, gpu, line in _coded_flags(gpus):
+        if code is None and _problems_of(health["problems"], gpu.get("pci_address"), gpu.get("index")):
+            continue
+        if code is not None and code in covered:
+            continue
+        lines.append(line)
+    return lines
+
+
+def xid_text(event):
+    """'Xid 79 (GPU has fallen off the bus) x2, fatal'."""
+    count = event.get("count") or 0
+    return "Xid %s (%s)%s%s" % (event.get("xid"), event.get("name") or "not in the catalog",
+                                " x%d" % count if count > 1 else "", ", fatal" if event.get("fatal") else "")
+
+
+def fabric_text(fabric):
+    """'completed, success'; 'not supported'; None when the facts say nothing of a fabric."""
+    fabric = fabric or {}
+    state = fabric.get("state")
+    if not state:
+        return None
+    words = [str(state).replace("_", " ")]
+    if fabric.get("status"):
+        words.append(str(fabric["status"]))
+    if fabric.get("health"):
+        words.append("health %s" % fabric["health"])
+    return ", ".join(words)
+
+
+def _problems_of(problems, address, index):
+    return [problem for problem in problems
+            if (address and problem.get("pci_address") == address)
+            or (problem.get("pci_address") is None and index is not None and problem.get("gpu_index") == index)]
+
+
+def gpu_health(facts):
+    """Per GPU of a node, then per lost GPU the facts list apart: index, name, PCI address, health, problems,
+    XIDs and fabric. A GPU the driver still lists but names as lost (NVML's GPU_IS_LOST) is said once, lost."""
+    facts = facts or {}
+    health = nh.node_health(facts)
+    known = health["status"] != "unknown"
+    lost = list(facts.get("lost_gpus") or [])
+    rows = []
+    for gpu in facts.get("gpus") or []:
+        address, index = gpu.get("pci_address"), gpu.get("index")
+        mine = [entry for entry in lost if (address and entry.get("pci_address") == address)
+                or (entry.get("pci_address") is None and index is not None and entry.get("gpu_index") == index)]
+        for entry in mine:
+            lost.remove(entry)
+        problems = _problems_of(health["problems"], address, index)
+        status = "lost" if mine else (("unhealthy" if problems else "healthy") if known else "unknown")
+        rows.append({
+            "index": index, "name": gpu.get("name") or "unknown GPU", "pci_address": address,
+            "status": status, "severity": "bad" if mine else HEALTH_SEVERITY[status],
+            "problems": _counted_lines([_problem_line(problem) for problem in problems]
+                                       or [entry.get("message") or "lost" for entry in mine]),
+            "xids": [xid_text(event) for event in gpu.get("xids") or []], "fabric": fabric_text(gpu.get("fabric"))})
+    for entry in lost:
+        address = entry.get("pci_address")
+        events = [event for event in facts.get("xid_events") or []
+                  if address and event.get("pci_address") == address and event.get("gpu_index") is None]
+        rows.append({
+            "index": entry.get("gpu_index"), "name": "lost", "pci_address": address, "status": "lost",
+            "severity": "bad", "problems": [entry.get("message") or "lost"], "xids": [xid_text(e) for e in events],
+            "fabric": None})
+    return rows
 
 
 def _labels(facts):
@@ -219,6 +322,7 @@ def _row(node, value, cluster=None):
     facts, state, message = _facts_of(node, value)
     gpus = (facts or {}).get("gpus") or []
     labels = _labels(facts) if facts is not None else {}
+    health = nh.node_health(facts)
     row = {
         "node": node,
         "state": state,
@@ -231,7 +335,11 @@ def _row(node, value, cluster=None):
         "cuda_version": (facts or {}).get("cuda_driver_version"),
         "kernel_module_version": (facts or {}).get("kernel_module_version"),
         "mig": _mig(gpus),
-        "health": health_flags(gpus),
+        "health": _health_lines(health, gpus),
+        "health_status": health["status"],
+        "health_severity": HEALTH_SEVERITY[health["status"]],
+        "health_problems": health["text"],
+        "gpu_health": gpu_health(facts) if facts is not None else [],
         "labels": labels,
         "labels_brief": _labels_brief(labels),
         "driver_drift": False,
@@ -373,6 +481,24 @@ def _node_status(node):
     return text
 
 
+def _gating(node):
+    """What the health gating (filter node_health_plan) left on a Node: ('gpu-health=unhealthy (gpu_lost), tainted
+    NoSchedule', severity), or (None, 'info') when it left nothing."""
+    labels = ((node.get("metadata") or {}).get("labels")) or {}
+    taints = [taint for taint in ((node.get("spec") or {}).get("taints")) or [] if taint.get("key") == nh.TAINT_KEY]
+    words = []
+    if nh.HEALTH_LABEL in labels:
+        words.append("gpu-health=%s%s" % (labels[nh.HEALTH_LABEL], " (%s)" % labels[nh.REASON_LABEL]
+                                          if labels.get(nh.REASON_LABEL) else ""))
+    if taints:
+        words.append("tainted %s" % ", ".join(
+            "%s%s" % (taint.get("effect"), "=" + taint["value"] if taint.get("value") else "") for taint in taints))
+    if not words:
+        return None, "info"
+    sick = taints or labels.get(nh.HEALTH_LABEL) == "unhealthy"
+    return ", ".join(words), "bad" if sick else ("ok" if labels.get(nh.HEALTH_LABEL) == "healthy" else "info")
+
+
 def _resources_text(resources):
     return ", ".join("%s: %s" % (name, resources[name]) for name in sorted(resources))
 
@@ -394,6 +520,8 @@ def _cluster_row(host, facts, context):
         "smoke_detail": None,
         "smoke_time": None,
         "smoke_severity": "info",
+        "gating": None,
+        "gating_severity": "info",
     }
     # What the node advertises: its Node now when the API was read, else what site.yml saw.
     if context["state"] == "read":
@@ -407,6 +535,7 @@ def _cluster_row(host, facts, context):
                                      if key.startswith(RESOURCE_PREFIX))
             out["advertised_source"] = "api"
             out["node_status"] = _node_status(node)
+            out["gating"], out["gating_severity"] = _gating(node)
             gpus = len((facts or {}).get("gpus") or [])
             # What the node should advertise, as site.yml's device plugin check worked it out from the
             # facts and the node's config; the report has neither config nor the role's rules.
@@ -558,6 +687,11 @@ def fleet_report(nodes, cluster=None):
     cuda_versions = _counted(cudas, sorted(cudas, key=natural_key, reverse=True), "version")
 
     flagged = [row["node"] for row in rows if row["health"]]
+    healths = {}
+    for row in rows:
+        healths[row["health_status"]] = healths.get(row["health_status"], 0) + 1
+    nodes_by_health = [{"status": status, "count": healths[status], "severity": HEALTH_SEVERITY[status]}
+                       for status in HEALTH_ORDER if status in healths]
     summary = {
         "nodes": len(rows),
         "gpus": sum(row["gpu_count"] for row in rows),
@@ -572,6 +706,9 @@ def fleet_report(nodes, cluster=None):
         "cuda_versions": cuda_versions,
         "nodes_with_health_flags": flagged,
         "health_flags": sum(len(row["health"]) for row in rows),
+        "nodes_by_health": nodes_by_health,
+        "unhealthy_nodes": [row["node"] for row in rows if row["health_status"] == "unhealthy"],
+        "lost_gpus": sum(1 for row in rows for gpu in row["gpu_health"] if gpu["status"] == "lost"),
         "cluster": _cluster_summary(rows, context),
     }
     return {"summary": summary, "rows": rows}

@@ -173,20 +173,104 @@ def test_a_registered_result_reads_as_its_facts():
     assert fr.fleet_report({"n": registered}) == fr.fleet_report({"n": copy.deepcopy(A5000_PAIR)})
 
 
-def test_gpu_lost_is_an_error_row_with_a_health_flag():
+def test_gpu_lost_is_a_bad_row_naming_the_lost_gpu():
     row = fr.fleet_report({"n": GPU_LOST})["rows"][0]
-    assert (row["state"], row["severity"]) == ("error", "bad")
-    assert "GPU 3 (unknown bus id): GPU is lost" in row["message"]
+    assert (row["state"], row["severity"]) == ("gpu_lost", "bad")
+    assert fr.SEVERITY["gpu_lost"] == "bad"
+    assert "GPU 3" in row["message"]
     assert row["gpu_count"] == 4
     assert row["gpus"][0]["text"] == "3 \u00d7 NVIDIA H100 80GB HBM3"
     assert row["gpus"][1]["text"] == "1 \u00d7 unknown GPU"
-    assert row["health"] == ["GPU 3: GPU is lost"]
+    assert (row["health_status"], row["health_severity"], row["health_problems"]) == ("unhealthy", "bad", "gpu_lost GPU 3")
+    # The facts' problem, said once: not again as the GPU's fault.
+    assert row["health"] == ["GPU lost: NVML: GPU is lost"]
+    assert [(g["index"], g["status"], g["severity"]) for g in row["gpu_health"]] == [
+        (0, "healthy", "ok"), (1, "healthy", "ok"), (2, "healthy", "ok"), (3, "lost", "bad")]
+    assert row["gpu_health"][0]["fabric"] == "completed, success"
+
+
+def test_gpus_nvidia_smi_cannot_read_are_lost_rows_of_unknown_address():
+    # The real A100 capture: <attached_gpus> 4, one <gpu> printed.
+    row = rows_by_node(fleet())["gpu1"]
+    assert (row["state"], row["severity"], row["health_status"]) == ("gpu_lost", "bad", "unhealthy")
+    assert row["health"] == ["3 x GPU lost: nvidia-smi reports 4 attached GPUs but prints 1"]
+    assert row["health_problems"] == "3 x gpu_lost"
+    assert [(g["name"], g["pci_address"], g["status"]) for g in row["gpu_health"]] == [
+        ("NVIDIA A100-SXM4-80GB", "0000:01:00.0", "healthy")] + [("lost", None, "lost")] * 3
+
+
+def with_xid(facts):
+    """An XID 79 on the first GPU, as nvml_facts reads it from a kernel log line of that GPU."""
+    sick = copy.deepcopy(facts)
+    gpu = sick["gpus"][0]
+    event = {"pci_address": gpu["pci_address"], "gpu_index": 0, "xid": 79, "name": "GPU has fallen off the bus",
+             "action": "reset the GPU or reboot the node", "fatal": True, "count": 2,
+             "last": "NVRM: Xid (PCI:%s): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+             % gpu["pci_address"][:-2]}
+    gpu["xids"] = [event]
+    sick["xid_events"] = [event]
+    sick["health"] = {"status": "unhealthy", "problems": [{
+        "code": "xid", "pci_address": gpu["pci_address"], "gpu_index": 0,
+        "message": "Xid 79 (GPU has fallen off the bus) on GPU 0 (%s), 2 since boot" % gpu["pci_address"]}]}
+    return sick
+
+
+def test_xids_with_their_names_and_fabric_per_gpu():
+    report = fr.fleet_report({"sick": with_xid(H100), "well": copy.deepcopy(H100)})
+    rows = rows_by_node(report)
+    (gpu,) = rows["sick"]["gpu_health"]
+    assert gpu["xids"] == ["Xid 79 (GPU has fallen off the bus) x2, fatal"]
+    assert (gpu["status"], gpu["fabric"]) == ("unhealthy", "completed, success")
+    assert gpu["problems"] == ["Xid 79 (GPU has fallen off the bus) on GPU 0 (%s), 2 since boot" % gpu["pci_address"]]
+    assert rows["sick"]["health"] == gpu["problems"]
+    assert (rows["well"]["health_status"], rows["well"]["gpu_health"][0]["status"]) == ("healthy", "healthy")
+    summary = report["summary"]
+    assert summary["nodes_by_health"] == [{"status": "healthy", "count": 1, "severity": "ok"},
+                                          {"status": "unhealthy", "count": 1, "severity": "bad"}]
+    assert (summary["unhealthy_nodes"], summary["lost_gpus"]) == (["sick"], 0)
+    assert fr.xid_text({"xid": 13, "name": None, "count": 1, "fatal": False}) == "Xid 13 (not in the catalog)"
+
+
+@pytest.mark.parametrize("fabric, text", [
+    ({"state": "completed", "status": "success"}, "completed, success"),
+    ({"state": "in_progress", "status": None}, "in progress"),
+    ({"state": "not_supported", "status": None}, "not supported"),
+    ({"state": "completed", "status": "NVML: Unknown Error", "health": "Unhealthy"},
+     "completed, NVML: Unknown Error, health Unhealthy"),
+    ({"state": None, "status": None}, None),
+    (None, None),
+])
+def test_fabric_text(fabric, text):
+    assert fr.fabric_text(fabric) == text
+
+
+def test_facts_without_health_are_of_unknown_health_with_the_flags_as_before():
+    older = copy.deepcopy(A5000_PAIR)
+    older.pop("health")
+    older["gpus"][0]["health"]["retired_pages_pending"] = True
+    row = fr.fleet_report({"n": older})["rows"][0]
+    assert (row["health_status"], row["health_severity"]) == ("unknown", "info")
+    assert row["health"] == ["GPU 0: retired pages pending"]
+    assert [g["status"] for g in row["gpu_health"]] == ["unknown", "unknown"]
+
+
+def test_a_finding_the_health_problems_say_is_not_said_twice():
+    facts = copy.deepcopy(A5000_PAIR)
+    facts["gpus"][1]["health"]["remapped_rows_pending"] = True
+    facts["gpus"][1]["ecc"]["aggregate_uncorrectable"] = 1
+    facts["health"] = {"status": "unhealthy", "problems": [{
+        "code": "row_remap_pending", "pci_address": facts["gpus"][1]["pci_address"], "gpu_index": 1,
+        "message": "GPU 1: a row remapping is pending, reset the GPU to apply it"}]}
+    row = fr.fleet_report({"n": facts})["rows"][0]
+    assert row["health"] == ["GPU 1: a row remapping is pending, reset the GPU to apply it",
+                             "GPU 1: 1 uncorrectable ECC error (aggregate)"]
 
 
 # ---- health flags -------------------------------------------------------------------
 
 def test_health_flags_name_the_gpu_and_the_finding():
     facts = copy.deepcopy(A5000_PAIR)
+    facts.pop("health")  # the flags as read from the GPUs' counters alone
     facts["gpus"][0]["health"]["retired_pages_pending"] = True
     facts["gpus"][1]["ecc"].update(volatile_uncorrectable=2, aggregate_uncorrectable=1)
     facts["gpus"][1]["health"].update(remapped_rows_pending=True, remapped_rows_failure=True)
@@ -213,10 +297,11 @@ def test_zero_and_unknown_counters_raise_no_flag():
 
 def test_fleet_summary():
     summary = fleet()["summary"]
-    assert (summary["nodes"], summary["gpus"], summary["mig_devices"], summary["nodes_ok"]) == (7, 6, 8, 5)
+    assert (summary["nodes"], summary["gpus"], summary["mig_devices"], summary["nodes_ok"]) == (7, 6, 8, 4)
     assert summary["nodes_by_state"] == [
-        {"state": "ok", "count": 5, "severity": "ok"},
+        {"state": "ok", "count": 4, "severity": "ok"},
         {"state": "driver_not_loaded", "count": 1, "severity": "warn"},
+        {"state": "gpu_lost", "count": 1, "severity": "bad"},
         {"state": "unreachable", "count": 1, "severity": "bad"},
     ]
     assert summary["gpus_by_model"] == [
@@ -227,7 +312,12 @@ def test_fleet_summary():
     ]
     assert summary["cuda_versions"] == [
         {"version": "13.1", "count": 3}, {"version": "12.2", "count": 1}, {"version": "11.7", "count": 1}]
-    assert summary["nodes_with_health_flags"] == []
+    # The A100 with 3 GPUs nvidia-smi cannot read, the H100 host whose driver is not loaded.
+    assert summary["nodes_with_health_flags"] == summary["unhealthy_nodes"] == ["gpu1", "gpu4"]
+    assert summary["nodes_by_health"] == [{"status": "healthy", "count": 4, "severity": "ok"},
+                                          {"status": "unhealthy", "count": 2, "severity": "bad"},
+                                          {"status": "unknown", "count": 1, "severity": "info"}]
+    assert summary["lost_gpus"] == 3
 
 
 def test_driver_drift_is_flagged_against_the_version_most_nodes_run():
@@ -573,3 +663,20 @@ def test_bad_cluster_input_is_refused(value, words):
 ])
 def test_times_read_in_utc(stamp, text):
     assert fr.when_text(stamp) == text
+
+
+def test_rows_show_what_the_health_gating_left_on_each_node():
+    sick = api_node("gpu-a", gpus=1)
+    sick["metadata"]["labels"].update({"gpufleet.nvidia.com/gpu-health": "unhealthy",
+                                       "gpufleet.nvidia.com/gpu-health-reason": "xid"})
+    sick["spec"]["taints"] = [{"key": "gpufleet.nvidia.com/gpu-unhealthy", "value": "xid", "effect": "NoSchedule"}]
+    well = api_node("gpu-b", gpus=1)
+    well["metadata"]["labels"]["gpufleet.nvidia.com/gpu-health"] = "healthy"
+    report = fr.fleet_report({"gpu-a.example": with_xid(H100), "gpu-b.example": copy.deepcopy(H100), "gpu-c": None},
+                             cluster([sick, well, api_node("gpu-c", gpus=1)]))
+    rows = rows_by_node(report)
+    assert (rows["gpu-a.example"]["cluster"]["gating"], rows["gpu-a.example"]["cluster"]["gating_severity"]) == (
+        "gpu-health=unhealthy (xid), tainted NoSchedule=xid", "bad")
+    assert (rows["gpu-b.example"]["cluster"]["gating"], rows["gpu-b.example"]["cluster"]["gating_severity"]) == (
+        "gpu-health=healthy", "ok")
+    assert (rows["gpu-c"]["cluster"]["gating"], rows["gpu-c"]["health_status"]) == (None, "unknown")
