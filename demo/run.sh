@@ -71,9 +71,10 @@ What was real here:
     gpu_container_toolkit (check: podman exec gpufleet-demo-1 containerd config dump).
   - systemd and kubeadm's kubelet unit layout; gpu_kubelet's drop-in with the
     GPU labels and taint, its restart and its check that kubelet stays up.
-  - nvml_facts, the device plugin's manifests, the Node labels, the smoke
-    test's pods and every API call: the collection's own code, unchanged,
-    through kubernetes.core and the kubernetes Python client over TLS.
+  - nvml_facts, the device plugin's manifests, the Node labels (the health
+    gating's gpufleet.nvidia.com/gpu-health among them), the smoke test's
+    pods and every API call: the collection's own code, unchanged, through
+    kubernetes.core and the kubernetes Python client over TLS.
 What was SIMULATED (tests/simcluster, one Python process on this machine,
 stopped now; cluster file demo/cluster.yml):
   - the Kubernetes API server, scheduler, controllers and the kubelets of the
