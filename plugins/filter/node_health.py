@@ -343,7 +343,8 @@ def node_health_plan(hosts, nodes, settings=None, only=None, earlier=None):
     None; ``nodes``: the Node objects read from the API just before; ``settings``: the values of
     gpufleet_health_labels and gpufleet_health_taint ({name: value}, see node_health_settings);
     ``only``: node names to plan (the Nodes a conflict made read again), None for all; ``earlier``:
-    the plan of the attempt before, whose entries for the other nodes are kept. Returns {"nodes": [{host, node, status, problems, codes, text, changes, kept, notes, patch,
+    the plan of the attempt before, whose entries for the other nodes are kept.
+    Returns {"nodes": [{host, node, status, problems, codes, text, changes, kept, notes, patch,
     reason}], "patch": the entries with a patch}. A host of unknown health, without a Node or whose
     node another host already names gets no patch, with the reason.
     """

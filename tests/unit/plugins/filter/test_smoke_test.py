@@ -463,8 +463,8 @@ def test_unhealthy_nodes_are_named_and_not_tested_by_default():
 
 def test_healthy_nodes_that_fail_still_fail_beside_unhealthy_ones():
     answer = st.smoke_plan(sick_fleet(), SICK_NODES, "nvidia.com/gpu", "one")
-    verdicts = st.smoke_stage_verdicts(answer["plan"], [pod("Failed", "NVIDIA-SMI has failed",
-                                                             name="gpufleet-smoke-nvidia-smi-node-g")])
+    failed = pod("Failed", "NVIDIA-SMI has failed", name="gpufleet-smoke-nvidia-smi-node-g")
+    verdicts = st.smoke_stage_verdicts(answer["plan"], [failed])
     rows = st.smoke_rows(answer["plan"], {"nvidia-smi": verdicts}, not_tested=answer["not_tested"])
     assert [r["node"] for r in rows if r["ok"] is False] == ["node-g"]
 
