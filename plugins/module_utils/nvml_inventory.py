@@ -1496,8 +1496,9 @@ def summarise(answer, pci_devices, driver_installed, module_version, kernel_log=
     outcome = answer["outcome"]
     gpus = answer.get("gpus") or []
     words = answer.get("message")
-    for device in pci_devices:
-        device.setdefault("is_nvswitch", is_nvswitch_class(device.get("class")))
+    # Entries from an older scan (or a caller's own) get is_nvswitch; the caller's dicts stay as they are.
+    pci_devices = [device if "is_nvswitch" in device else dict(device, is_nvswitch=is_nvswitch_class(device.get("class")))
+                   for device in pci_devices]
     gpu_functions = [d for d in pci_devices if d["is_gpu"]]
     log_fact, log_text = kernel_log or ({"source": None, "read": False, "message": "not read"}, None)
 

@@ -267,9 +267,10 @@ def test_fabric_query_that_finds_the_gpu_lost_loses_the_gpu():
 
 def test_nvswitches_are_not_lost_gpus_and_an_unset_fabric_beside_them_is_not_flagged():
     """A100-generation HGX boards report no fabric state; their NVSwitches alone say nothing."""
-    nvswitch = dict(H100_PCI, address="0000:c1:00.0", device_id="0x22a3", **{"class": "0x068000"})
-    nvswitch["is_gpu"] = False
-    facts = nvml_facts(readings.RTX_4080_SUPER, pci=[dict(H100_PCI, address="0000:01:00.0"), nvswitch])
+    # Entries as an older scan made them, without is_nvswitch: summarise tells from the class.
+    older = dict((key, value) for key, value in H100_PCI.items() if key != "is_nvswitch")
+    nvswitch = dict(older, address="0000:c1:00.0", device_id="0x22a3", is_gpu=False, **{"class": "0x068000"})
+    facts = nvml_facts(readings.RTX_4080_SUPER, pci=[dict(older, address="0000:01:00.0"), nvswitch])
     assert facts["nvswitches"] == ["0000:c1:00.0"]
     assert [d["is_nvswitch"] for d in facts["pci_devices"]] == [False, True]
     assert (facts["state"], facts["health"]["status"]) == ("ok", "healthy")

@@ -15,7 +15,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "nvidia-smi")
 
 H100_PCI = {
     "address": "0000:00:09.0", "vendor_id": "0x10de", "device_id": "0x2330", "class": "0x030200",
-    "is_gpu": True, "driver": "nvidia", "numa_node": 1,
+    "is_gpu": True, "is_nvswitch": False, "is_virtual_function": False, "driver": "nvidia", "numa_node": 1,
 }
 
 
