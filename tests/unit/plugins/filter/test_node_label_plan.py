@@ -43,7 +43,7 @@ def test_host_without_facts_is_skipped_and_the_others_labelled():
     (readings.NO_DEVICES, [], "no_gpu"),
     (readings.DRIVER_NOT_LOADED_HOST, [H100_PCI], "driver_not_loaded"),
     (readings.MISMATCH_HOST, [H100_PCI], "driver_mismatch"),
-    (readings.GPU_LOST, [], "error"),
+    (readings.GPU_LOST, [], "gpu_lost"),
 ])
 def test_host_in_another_state_is_skipped_with_its_state_and_message(reading, pci, state):
     facts = inv.summarise(inv.query_nvml(readings.RecordedNvml(reading)), pci, driver_installed=True,
