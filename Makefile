@@ -56,7 +56,7 @@ images: podman
 
 mirrors:
 	@for list in newer cuda toolkit; do \
-		test -f $(GPUFLEET_MIRRORS)/$$list/fingerprint || \
+		{ test $(GPUFLEET_MIRRORS)/$$list/fingerprint -nt tests/mirror/packages-$$list.json && test $(GPUFLEET_MIRRORS)/$$list/fingerprint -nt tests/mirror/build-mirror.py; } || \
 		python3 tests/mirror/build-mirror.py --packages tests/mirror/packages-$$list.json \
 			--out $(GPUFLEET_MIRRORS)/$$list --key-name "gpufleet stand-in $$list"; \
 	done

@@ -5,9 +5,11 @@
 
 The repository is laid out like NVIDIA's CUDA network repository, a flat
 repository that apt reads with ``deb [signed-by=KEYRING] URL /``, and also
-serves as a plain "newer candidate" mirror.  Every package only carries
-/usr/share/doc/<name>/STAND-IN: they have NVIDIA's package names and version
-strings but are NOT NVIDIA software.
+serves as a plain "newer candidate" mirror.  Every package carries
+/usr/share/doc/<name>/STAND-IN, plus the few files a list gives it (an apt
+preferences file, a systemd unit and the shell script it runs), each saying it
+is a stand-in: they have NVIDIA's package names and version strings but are
+NOT NVIDIA software.
 
     build-mirror.py --packages packages-cuda.json --out DIR [--key-name NAME]
     build-mirror.py --self-check [--packages FILE]
@@ -54,7 +56,11 @@ NAME_RE = re.compile(r"^[a-z0-9][a-z0-9.+-]+$")
 VERSION_RE = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
 ARCHES = ("all", "amd64")
 KEYS_REQUIRED = ("name", "version", "description")
-KEYS_OPTIONAL = ("arch", "depends", "provides", "section")
+KEYS_OPTIONAL = ("arch", "depends", "provides", "conflicts", "replaces", "section", "files")
+FILE_KEYS = ("path", "content", "mode")
+FILE_PATH_RE = re.compile(r"^/(etc|lib|usr)/[A-Za-z0-9._/+-]+$")
+# Replaced in a file's path and content (not ${Version} and other shell or dpkg-query forms).
+PLACEHOLDERS = ("{name}", "{version}", "{upstream}")
 
 STAND_IN_TEXT = """\
 {name} {version} ({arch})
@@ -107,10 +113,11 @@ def load_packages(path):
         missing = [k for k in KEYS_REQUIRED if k not in entry]
         if unknown or missing:
             raise MirrorError("%s: unknown keys %s, missing keys %s" % (where, sorted(unknown), missing))
-        pkg = {"arch": "all", "depends": "", "provides": "", "section": "misc"}
+        pkg = {"arch": "all", "depends": "", "provides": "", "conflicts": "", "replaces": "", "section": "misc"}
         pkg.update(entry)
+        pkg["files"] = load_files(pkg.pop("files", []), pkg, where)
         for key, value in pkg.items():
-            if not isinstance(value, str) or "\n" in value:
+            if key != "files" and (not isinstance(value, str) or "\n" in value):
                 raise MirrorError("%s: %s must be a one-line string" % (where, key))
         if not NAME_RE.match(pkg["name"]):
             raise MirrorError("%s: bad package name %r" % (where, pkg["name"]))
@@ -126,6 +133,40 @@ def load_packages(path):
         seen.add(ident)
         packages.append(pkg)
     return sorted(packages, key=lambda p: (p["name"], p["version"], p["arch"]))
+
+
+def expand(text, pkg):
+    upstream = pkg["version"].split(":", 1)[-1].rsplit("-", 1)[0]
+    for token, value in zip(PLACEHOLDERS, (pkg["name"], pkg["version"], upstream)):
+        text = text.replace(token, value)
+    return text
+
+
+def load_files(files, pkg, where):
+    """Validate a package's extra files; return them with placeholders expanded, sorted by path."""
+    if not isinstance(files, list):
+        raise MirrorError("%s: files must be a list of objects" % where)
+    loaded, paths = [], set()
+    for index, entry in enumerate(files):
+        at = "%s.files[%d]" % (where, index)
+        if not isinstance(entry, dict) or set(entry) - set(FILE_KEYS) or not {"path", "content"} <= set(entry):
+            raise MirrorError("%s: expected an object with path, content and optionally mode" % at)
+        if not all(isinstance(entry[key], str) for key in entry):
+            raise MirrorError("%s: path, content and mode must be strings" % at)
+        path = expand(entry["path"], pkg)
+        if not FILE_PATH_RE.match(path) or "/../" in path or path.startswith("/usr/share/doc/%s/" % pkg["name"]):
+            raise MirrorError("%s: bad path %r" % (at, path))
+        if path in paths:
+            raise MirrorError("%s: duplicate path %s" % (at, path))
+        mode = entry.get("mode", "0644")
+        if mode not in ("0644", "0755"):
+            raise MirrorError("%s: mode must be 0644 or 0755" % at)
+        content = expand(entry["content"], pkg)
+        if "STAND-IN" not in content:
+            raise MirrorError("%s: the file must say it is a STAND-IN" % at)
+        paths.add(path)
+        loaded.append({"path": path, "content": content, "mode": mode})
+    return sorted(loaded, key=lambda item: item["path"])
 
 
 def deb_filename(pkg):
@@ -150,6 +191,14 @@ def build_deb(pkg, workdir, repo_dir, env):
     stand_in = STAND_IN_TEXT.format(**pkg).encode()
     with open(os.path.join(docdir, "STAND-IN"), "wb") as handle:
         handle.write(stand_in)
+    modes = {}
+    for item in pkg["files"]:
+        target = os.path.join(root, item["path"].lstrip("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as handle:
+            handle.write(item["content"].encode())
+        modes[target] = int(item["mode"], 8)
+        stand_in += item["content"].encode()
     fields = [
         ("Package", pkg["name"]),
         ("Version", pkg["version"]),
@@ -157,6 +206,8 @@ def build_deb(pkg, workdir, repo_dir, env):
         ("Maintainer", MAINTAINER),
         ("Installed-Size", str(max(1, (len(stand_in) + 1023) // 1024))),
         ("Depends", pkg["depends"]),
+        ("Conflicts", pkg["conflicts"]),
+        ("Replaces", pkg["replaces"]),
         ("Provides", pkg["provides"]),
         ("Section", pkg["section"]),
         ("Priority", "optional"),
@@ -165,13 +216,14 @@ def build_deb(pkg, workdir, repo_dir, env):
     control = "".join("%s: %s\n" % (k, v) for k, v in fields if v)
     control += (" This is a test stand-in with the name and version of a package from\n"
                 " NVIDIA's or Debian's repositories. It is NOT NVIDIA software: it only\n"
-                " holds /usr/share/doc/%s/STAND-IN.\n" % pkg["name"])
+                " holds /usr/share/doc/%s/STAND-IN%s.\n"
+                % (pkg["name"], " and stand-in files" if pkg["files"] else ""))
     with open(os.path.join(root, "DEBIAN", "control"), "w", encoding="utf-8") as handle:
         handle.write(control)
     for dirpath, dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)
         for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o644)
+            os.chmod(os.path.join(dirpath, name), modes.get(os.path.join(dirpath, name), 0o644))
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for name in filenames + dirnames:
             os.utime(os.path.join(dirpath, name), (SOURCE_DATE_EPOCH, SOURCE_DATE_EPOCH))
@@ -411,13 +463,18 @@ def check_output(out, packages):
             problems.append("%s: Description does not start with %r" % (label, DESCRIPTION_PREFIX))
         if stanza.get("Maintainer") != MAINTAINER or stanza.get("Priority") != "optional":
             problems.append("%s: Maintainer/Priority wrong" % label)
-        if stanza.get("Depends", "") != pkg["depends"] or stanza.get("Provides", "") != pkg["provides"]:
-            problems.append("%s: Depends/Provides differ from the list" % label)
+        for field in ("depends", "provides", "conflicts", "replaces"):
+            if stanza.get(field.title(), "") != pkg[field]:
+                problems.append("%s: %s differs from the list" % (label, field.title()))
         contents = run(["dpkg-deb", "--fsys-tarfile", os.path.join(repo, deb_filename(pkg))], env=env)
-        listing = subprocess.run(["tar", "-tf", "-"], input=contents, stdout=subprocess.PIPE, check=True)
-        files = [f for f in listing.stdout.decode().splitlines() if not f.endswith("/")]
-        if files != ["./usr/share/doc/%s/STAND-IN" % pkg["name"]]:
-            problems.append("%s: contents %s" % (label, files))
+        listing = subprocess.run(["tar", "-tvf", "-"], input=contents, stdout=subprocess.PIPE, check=True)
+        files = sorted((line.split()[-1], line.split()[0]) for line in listing.stdout.decode().splitlines()
+                       if not line.startswith("d"))
+        expected = sorted([("./usr/share/doc/%s/STAND-IN" % pkg["name"], "-rw-r--r--")]
+                          + [("." + item["path"], "-rwxr-xr-x" if item["mode"] == "0755" else "-rw-r--r--")
+                             for item in pkg["files"]])
+        if files != expected:
+            problems.append("%s: contents %s, expected %s" % (label, files, expected))
     return problems
 
 
@@ -458,8 +515,8 @@ def main(argv=None):
         if shutil.which(tool) is None:
             parser.error("%s is not installed" % tool)
     if args.self_check:
-        files = [args.packages] if args.packages else [os.path.join(HERE, "packages-cuda.json"),
-                                                       os.path.join(HERE, "packages-newer.json")]
+        files = [args.packages] if args.packages else [os.path.join(HERE, name) for name in sorted(os.listdir(HERE))
+                                                       if name.startswith("packages-") and name.endswith(".json")]
         return self_check(files)
     if not args.packages or not args.out:
         parser.error("--packages and --out are required")
