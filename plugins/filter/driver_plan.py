@@ -17,47 +17,165 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+# GPU generations, oldest first, as NVML and nvidia-smi name their architectures
+# (nvidia-smi prints "Ada Lovelace"; NVML's 2 to 10 are Kepler to Blackwell).
+GENERATIONS = ("tesla", "fermi", "kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada", "hopper",
+               "blackwell")
+_ARCHITECTURE_ALIASES = {"ada lovelace": "ada"}
 # Architectures that NVIDIA's open kernel modules do not support.
-PRE_TURING = ("kepler", "maxwell", "pascal", "volta", "fermi", "tesla")
-# First PCI device id of Turing (TU10x, 0x1e00); every later NVIDIA GPU
-# generation has higher ids (Ampere 0x20xx, Hopper 0x23xx, Ada 0x26xx-0x28xx,
-# Blackwell 0x29xx-0x2cxx). Older GPUs are below it.
+PRE_TURING = GENERATIONS[:GENERATIONS.index("turing")]
+
+# The newest driver branch that still supports a generation (NVIDIA's supported-chips
+# lists, the legacy sections of the driver README): 390 was the last for Fermi, 470 for
+# Kepler, and 580, the long-term branch supported until 2028, the last for Maxwell,
+# Pascal and Volta. Branches 590 and newer need Turing or newer.
+LAST_BRANCH = {"tesla": 340, "fermi": 390, "kepler": 470, "maxwell": 580, "pascal": 580, "volta": 580}
+
+# PCI device ids by generation where no driver names the architecture yet (the same
+# README's tables): below 0x1340 Kepler or older; 0x1340 to 0x1dff Maxwell, Pascal and
+# Volta (the last, V100S, is 0x1df6); Turing starts at 0x1e00 (TU10x) and every later
+# generation is higher (Ampere 0x20xx, Hopper 0x23xx, Ada 0x26xx-0x28xx). Blackwell:
+# 0x2900-0x2fff (B200 0x2901, GB200 0x2941, RTX PRO 6000 0x2bb4, GeForce RTX 50) and
+# B300 0x3182, GB300 0x31c2-0x31c3.
+MAXWELL_FIRST_DEVICE_ID = 0x1340
 TURING_FIRST_DEVICE_ID = 0x1E00
+BLACKWELL_DEVICE_IDS = ((0x2900, 0x2FFF), (0x3182, 0x3182), (0x31C2, 0x31C3))
+_PCI_GENERATIONS = (
+    # (first id, generations the id may be, label)
+    (0, ("tesla", "fermi", "kepler"), "Kepler or older"),
+    (MAXWELL_FIRST_DEVICE_ID, ("maxwell", "pascal", "volta"), "Maxwell, Pascal or Volta"),
+    (TURING_FIRST_DEVICE_ID, ("turing", "ampere", "ada", "hopper", "blackwell"), "Turing or newer"),
+)
+
+# An NVSwitch is an NVIDIA PCI function of class 0x0680 ("bridge, other"), the
+# class the NVSwitch kernel driver claims: gen 1 0x1ac2 (HGX-2), gen 2 0x1af1
+# (HGX A100), gen 3 0x22a3 (HGX H100/H200). The fourth generation (HGX B200/B300)
+# is not a PCI device of the host, so the bus cannot tell such a board.
+NVSWITCH_PCI_CLASS = "0x0680"
 _BRANCH_RE = re.compile(r"^[0-9]{3}$")
 
 
+def _capability_generation(capability):
+    try:
+        major, minor = (int(part) for part in str(capability).split(".")[:2])
+    except ValueError:
+        return None
+    if major < 2:
+        return "tesla"
+    if major >= 10:
+        # 10.x data-center Blackwell (B200, B300), 12.x RTX Blackwell; later
+        # majors are newer still and pass every check Blackwell passes.
+        return "blackwell"
+    by_major = {2: "fermi", 3: "kepler", 5: "maxwell", 6: "pascal", 9: "hopper"}
+    if major == 7:
+        return "turing" if minor >= 5 else "volta"
+    if major == 8:
+        return "ada" if minor == 9 else "ampere"
+    return by_major.get(major)
+
+
 def _gpu_generation(gpu):
-    """'old', 'new' or None (unknown) for one GPU of the nvml_facts facts."""
+    """One GPU of the nvml_facts facts: its generation, 'newer' (unknown name) or None."""
     capability = gpu.get("compute_capability")
     if capability:
-        major, minor = (int(part) for part in str(capability).split(".")[:2])
-        return "new" if (major, minor) >= (7, 5) else "old"
-    architecture = (gpu.get("architecture") or "").lower()
+        generation = _capability_generation(capability)
+        if generation:
+            return generation
+    architecture = (gpu.get("architecture") or "").strip().lower()
     if architecture:
-        return "old" if architecture in PRE_TURING else "new"
+        architecture = _ARCHITECTURE_ALIASES.get(architecture, architecture)
+        return architecture if architecture in GENERATIONS else "newer"
     return None
 
 
-def _pci_generation(function):
+def _pretty(generation):
+    return {"ada": "Ada Lovelace", "newer": None, None: None}.get(generation, (generation or "").title() or None)
+
+
+def _pci_generations(function):
+    """(generations the PCI id may be, label) or (None, None) without an id."""
     device_id = function.get("device_id")
-    if not device_id:
-        return None
-    return "new" if int(device_id, 16) >= TURING_FIRST_DEVICE_ID else "old"
+    try:
+        number = int(str(device_id), 16)
+    except (TypeError, ValueError):
+        return None, None
+    if any(first <= number <= last for first, last in BLACKWELL_DEVICE_IDS):
+        return ("blackwell",), "Blackwell"
+    generations, label = None, None
+    for first, names, name in _PCI_GENERATIONS:
+        if number >= first:
+            generations, label = names, name
+    return generations, label
+
+
+def _described_gpus(facts):
+    """[(description, generations it may be)] for the host's GPUs.
+
+    The driver's view (NVML or nvidia-smi) when it reports GPUs, else the
+    PCI functions of class 0x0300/0x0302 with the generations their ids allow.
+    """
+    facts = facts or {}
+    described = []
+    for gpu in facts.get("gpus") or []:
+        generation = _gpu_generation(gpu)
+        label = "%s at %s" % (gpu.get("name"), gpu.get("pci_bus_id"))
+        described.append((label, (generation,) if generation else None, _pretty(generation)))
+    if described:
+        return described
+    for function in facts.get("pci_devices") or []:
+        if not function.get("is_gpu"):
+            continue
+        generations, name = _pci_generations(function)
+        label = "PCI device %s at %s" % (function.get("device_id"), function.get("address"))
+        described.append((label, generations, ("%s by its PCI id" % name) if name else None))
+    return described
 
 
 def older_gpus(facts):
     """Descriptions of the GPUs that are older than Turing, from NVML/nvidia-smi or PCI ids."""
+    return [label for label, generations, dummy in _described_gpus(facts)
+            if generations and all(generation in PRE_TURING for generation in generations)]
+
+
+def blackwell_gpus(facts):
+    """Descriptions of the host's Blackwell GPUs (open kernel modules only; NVLink5 boards)."""
+    return [label for label, generations, dummy in _described_gpus(facts) if generations == ("blackwell",)]
+
+
+def driver_unsupported_gpus(facts, branch):
+    """The host's GPUs that driver branch ``branch`` does not support, described.
+
+    Each description names the GPU, its generation and the newest branch that
+    still supports it; empty when the branch supports every GPU (or nothing is
+    known about them).
+    """
+    if not _BRANCH_RE.match(str(branch)):
+        raise AnsibleFilterError("gpu_driver_branch must be a three-digit branch such as '580', got %r" % (branch,))
+    unsupported = []
+    for label, generations, name in _described_gpus(facts):
+        if not generations:
+            continue
+        lasts = [LAST_BRANCH.get(generation) for generation in generations]
+        if any(last is None for last in lasts):
+            continue  # possibly a generation the branch supports
+        last = max(lasts)
+        if int(branch) > last:
+            unsupported.append({"gpu": label, "generation": name, "last_branch": str(last)})
+    return unsupported
+
+
+def driver_nvswitches(facts):
+    """PCI addresses of the host's NVSwitches.
+
+    ``facts['nvswitches']`` when nvml_facts reports them, else the NVIDIA PCI
+    functions of class 0x0680 (or marked ``is_nvswitch``) in ``pci_devices``.
+    """
     facts = facts or {}
-    older = []
-    for gpu in facts.get("gpus") or []:
-        if _gpu_generation(gpu) == "old":
-            older.append("%s at %s" % (gpu.get("name"), gpu.get("pci_bus_id")))
-    if facts.get("gpus"):
-        return older
-    for function in facts.get("pci_devices") or []:
-        if function.get("is_gpu") and _pci_generation(function) == "old":
-            older.append("PCI device %s at %s" % (function.get("device_id"), function.get("address")))
-    return older
+    reported = facts.get("nvswitches")
+    if isinstance(reported, list):
+        return [item.get("address") if isinstance(item, dict) else str(item) for item in reported]
+    return [function.get("address") for function in facts.get("pci_devices") or []
+            if function.get("is_nvswitch") or str(function.get("class") or "").lower().startswith(NVSWITCH_PCI_CLASS)]
 
 
 def driver_flavor(requested, facts):
@@ -66,22 +184,34 @@ def driver_flavor(requested, facts):
         raise AnsibleFilterError(
             "gpu_driver_module_flavor must be auto, open or proprietary, got %r" % (requested,))
     older = older_gpus(facts)
+    blackwell = blackwell_gpus(facts)
+    if older and blackwell:
+        raise AnsibleFilterError(
+            "This host has GPUs older than Turing (%s), which only NVIDIA's proprietary kernel modules drive, and "
+            "Blackwell GPUs (%s), which only the open ones drive: no gpu_driver_module_flavor serves both. Put them "
+            "in different hosts." % ("; ".join(older), "; ".join(blackwell)))
     if requested == "open" and older:
         raise AnsibleFilterError(
             "gpu_driver_module_flavor is 'open' but NVIDIA's open kernel modules need Turing or newer, and "
             "this host has older GPUs: %s. Use gpu_driver_module_flavor: proprietary (or auto)." % "; ".join(older))
+    if requested == "proprietary" and blackwell:
+        raise AnsibleFilterError(
+            "gpu_driver_module_flavor is 'proprietary' but Blackwell GPUs run only on NVIDIA's open kernel "
+            "modules, and this host has: %s. Use gpu_driver_module_flavor: open (or auto)." % "; ".join(blackwell))
     if requested == "auto":
         return "proprietary" if older else "open"
     return requested
 
 
-def driver_packages(table, source, kernel_module, flavor, branch, kernel=""):
+def driver_packages(table, source, kernel_module, flavor, branch, kernel="", version=""):
     """Package names for a source, kernel module type, flavour and branch.
 
     ``table`` is the role's per-OS data: table[source][kernel_module][flavor]
     is a list of names in which ``{branch}`` is replaced by the branch,
     ``{kernel}`` by the running kernel's release and ``{kernel_flavour}`` by
-    its flavour (6.8.0-45-generic: generic), for precompiled modules.
+    its flavour (6.8.0-45-generic: generic), for precompiled modules, and
+    ``{pin}`` by the exact ``version`` when one is asked for, else the branch
+    (NVIDIA's pinning packages: nvidia-driver-pinning-590, -590.48.01).
     """
     if not _BRANCH_RE.match(str(branch)):
         raise AnsibleFilterError("gpu_driver_branch must be a three-digit branch such as '550', got %r" % (branch,))
@@ -101,8 +231,9 @@ def driver_packages(table, source, kernel_module, flavor, branch, kernel=""):
             "gpu_driver_module_flavor %r is not available with gpu_driver_source %r and kernel module %r on "
             "this OS; available: %s" % (flavor, source, kernel_module, ", ".join(sorted(by_flavor))))
     flavour = re.sub(r"^[0-9.]+-[0-9]+-", "", str(kernel))
+    pin = str(version or branch)
     return [name.replace("{branch}", str(branch)).replace("{kernel_flavour}", flavour).replace("{kernel}", str(kernel))
-            for name in names]
+            .replace("{pin}", pin) for name in names]
 
 
 def driver_branch_of(version):
@@ -112,6 +243,206 @@ def driver_branch_of(version):
     text = str(version).split(":", 1)[-1]
     match = re.match(r"^([0-9]+)\.", text)
     return match.group(1) if match else None
+
+
+def driver_upstream(version):
+    """'1:590.48.01-1' -> '590.48.01': the upstream part of a Debian version, '' for none."""
+    if not version:
+        return ""
+    text = str(version).split(":", 1)[-1]
+    return text.rsplit("-", 1)[0] if "-" in text else text
+
+
+def driver_scheme(branch, unbranched_from=""):
+    """'unbranched' from branch ``unbranched_from`` on (NVIDIA's CUDA repository: 590), else 'branched'.
+
+    From 590 the repository names the driver's packages without the branch
+    (nvidia-open, cuda-drivers, nvidia-driver) and selects the branch with a
+    pinning package (nvidia-driver-pinning-590); up to 580 the metapackages
+    carry it (cuda-drivers-580, nvidia-driver-580-open on Ubuntu).
+    """
+    if not _BRANCH_RE.match(str(branch)):
+        raise AnsibleFilterError("gpu_driver_branch must be a three-digit branch such as '590', got %r" % (branch,))
+    if unbranched_from and int(branch) >= int(unbranched_from):
+        return "unbranched"
+    return "branched"
+
+
+def driver_fabric_manager_packages(table, source, branch, nvlink5=False):
+    """The fabric manager's packages for a source and branch.
+
+    ``table[source]`` holds ``packages`` (at the driver's version), for NVLink5
+    boards (Blackwell) ``nvlink5`` (at the driver's version) and
+    ``nvlink5_own_version`` (versioned on their own, such as nvlsm), and
+    ``unbranched_from``: ``{-branch}`` in a name becomes ``-<branch>`` below that
+    branch and nothing from it on. Returns ``{"versioned": [...], "own_version": [...]}``.
+    """
+    if not _BRANCH_RE.match(str(branch)):
+        raise AnsibleFilterError("gpu_driver_branch must be a three-digit branch such as '590', got %r" % (branch,))
+    entry = (table or {}).get(source)
+    if not entry:
+        raise AnsibleFilterError(
+            "The fabric manager is not available from gpu_driver_source %r on this OS (sources that carry it: %s). "
+            "Use gpu_driver_source: cuda_repo, or gpu_driver_fabric_manager: false if this board has no NVSwitch."
+            % (source, ", ".join(sorted(table or {})) or "none"))
+    suffix = "" if driver_scheme(branch, entry.get("unbranched_from") or "") == "unbranched" else "-%s" % branch
+    versioned = list(entry.get("packages") or [])
+    own = []
+    if nvlink5:
+        if "nvlink5" not in entry:
+            raise AnsibleFilterError(
+                "This board's Blackwell GPUs talk over NVLink5, whose fabric manager needs the NVLink subnet manager "
+                "(nvlsm) and libnvsdm, which gpu_driver_source %r does not carry on this OS. Use "
+                "gpu_driver_source: cuda_repo." % (source,))
+        versioned += entry.get("nvlink5") or []
+        own += entry.get("nvlink5_own_version") or []
+    return {"versioned": [name.replace("{-branch}", suffix) for name in versioned],
+            "own_version": [name.replace("{-branch}", suffix) for name in own]}
+
+
+def _dpkg_order(char):
+    if char == "~":
+        return -1
+    if char.isdigit():
+        return 0
+    if char.isalpha():
+        return ord(char)
+    return ord(char) + 256
+
+
+def _dpkg_compare_part(left, right):
+    """dpkg's verrevcmp: letters before other characters, '~' before everything, digits as numbers."""
+    i = j = 0
+    while i < len(left) or j < len(right):
+        first_diff = 0
+        while (i < len(left) and not left[i].isdigit()) or (j < len(right) and not right[j].isdigit()):
+            a = _dpkg_order(left[i]) if i < len(left) else 0
+            b = _dpkg_order(right[j]) if j < len(right) else 0
+            if a != b:
+                return a - b
+            i += 1
+            j += 1
+        while i < len(left) and left[i] == "0":
+            i += 1
+        while j < len(right) and right[j] == "0":
+            j += 1
+        while i < len(left) and left[i].isdigit() and j < len(right) and right[j].isdigit():
+            if not first_diff:
+                first_diff = ord(left[i]) - ord(right[j])
+            i += 1
+            j += 1
+        if i < len(left) and left[i].isdigit():
+            return 1
+        if j < len(right) and right[j].isdigit():
+            return -1
+        if first_diff:
+            return first_diff
+    return 0
+
+
+def _dpkg_split(version):
+    text = str(version)
+    epoch, rest = (text.split(":", 1) if ":" in text else ("0", text))
+    upstream, revision = (rest.rsplit("-", 1) if "-" in rest else (rest, "0"))
+    return int(epoch or 0), upstream, revision
+
+
+def dpkg_compare(left, right):
+    """<0, 0 or >0 as Debian version ``left`` sorts before, with or after ``right`` (deb-version(7))."""
+    left_epoch, left_upstream, left_revision = _dpkg_split(left)
+    right_epoch, right_upstream, right_revision = _dpkg_split(right)
+    if left_epoch != right_epoch:
+        return left_epoch - right_epoch
+    return _dpkg_compare_part(left_upstream, right_upstream) or _dpkg_compare_part(left_revision, right_revision)
+
+
+def driver_available_versions(madison):
+    """Versions that ``apt-cache madison NAME`` lists (its text or lines), newest first, once each."""
+    lines = madison.splitlines() if isinstance(madison, str) else list(madison or [])
+    versions = []
+    for line in lines:
+        fields = [field.strip() for field in str(line).split("|")]
+        if len(fields) >= 2 and fields[1] and fields[1] not in versions:
+            versions.append(fields[1])
+    ordered = []
+    for version in versions:
+        position = 0
+        while position < len(ordered) and dpkg_compare(ordered[position], version) > 0:
+            position += 1
+        ordered.insert(position, version)
+    return ordered
+
+
+def driver_newest_version(madison, glob):
+    """The newest version ``apt-cache madison`` lists whose epoch-less form matches ``glob``; None if none does."""
+    for version in driver_available_versions(madison):
+        if fnmatch.fnmatchcase(str(version).split(":", 1)[-1], glob):
+            return version
+    return None
+
+
+def driver_held_packages(selections):
+    """{name: version} of held, installed packages, from
+    ``dpkg-query -W -f='${binary:Package} ${Version} ${Status}\\n'`` (text or lines)."""
+    lines = selections.splitlines() if isinstance(selections, str) else list(selections or [])
+    held = {}
+    for line in lines:
+        fields = str(line).split()
+        if len(fields) == 5 and fields[2] == "hold" and fields[4] == "installed":
+            held[fields[0].split(":", 1)[0]] = fields[1]
+    return held
+
+
+def driver_staying_version(specs, branch_packages):
+    """The driver version a run keeps: the upstream version every ``name=version``
+    request of a package matching the regex ``branch_packages`` asks for exactly
+    (as driver_install_specs asks for an installed, matching version); '' when any
+    of them asks for a glob (a first install or a change) or they disagree.
+    """
+    pattern = re.compile(branch_packages)
+    versions = set()
+    for spec in specs or []:
+        name, dummy, version = str(spec).partition("=")
+        if not pattern.search(name):
+            continue
+        if not version or "*" in version or "?" in version:
+            return ""
+        versions.add(driver_upstream(version))
+    return versions.pop() if len(versions) == 1 else ""
+
+
+# Names of the fabric manager's main package in every scheme and source
+# (nvidia-fabricmanager, nvidia-fabricmanager-570).
+FABRIC_MANAGER_PACKAGE_RE = re.compile(r"^nvidia-fabricmanager(-[0-9]{3})?$")
+
+
+def driver_upgrade_reasons(facts, branch="", version="", packages=None):
+    """Why a node needs the driver upgrade playbook's work, as sentences (empty: it is on the target).
+
+    ``facts`` are ansible_facts['nvidia'] before the upgrade, ``branch`` and
+    ``version`` the target (gpu_driver_branch, gpu_driver_version) and
+    ``packages`` package_facts' ``ansible_facts['packages']``: a fabric
+    manager installed at a version other than the running driver's needs the
+    node's turn too, since it refuses to start unless the two are equal.
+    """
+    facts = facts or {}
+    branch, version = str(branch or ""), str(version or "")
+    running = facts.get("driver_version") or ""
+    if facts.get("state") != "ok":
+        return ["nvml_facts says %s (%s)" % (facts.get("state"), facts.get("message"))]
+    reasons = []
+    if version and version != running:
+        reasons.append("it runs driver %s, not %s" % (running, version))
+    elif not version and running.split(".")[0] != branch:
+        reasons.append("it runs driver %s, not branch %s" % (running, branch))
+    for name, entries in sorted((packages or {}).items()):
+        if not FABRIC_MANAGER_PACKAGE_RE.match(name):
+            continue
+        for entry in entries if isinstance(entries, list) else [{"version": entries}]:
+            installed = driver_upstream(entry.get("version"))
+            if installed and installed != running:
+                reasons.append("its fabric manager %s is at %s, the driver at %s" % (name, installed, running))
+    return reasons
 
 
 def driver_reboot_reasons(facts, nouveau_loaded=False, module_changed=False, kernel_module="dkms"):
@@ -250,6 +581,17 @@ class FilterModule(object):
     def filters(self):
         return {
             "driver_flavor": driver_flavor,
+            "driver_unsupported_gpus": driver_unsupported_gpus,
+            "driver_nvswitches": driver_nvswitches,
+            "blackwell_gpus": blackwell_gpus,
+            "driver_upstream": driver_upstream,
+            "driver_scheme": driver_scheme,
+            "driver_fabric_manager_packages": driver_fabric_manager_packages,
+            "driver_available_versions": driver_available_versions,
+            "driver_newest_version": driver_newest_version,
+            "driver_held_packages": driver_held_packages,
+            "driver_staying_version": driver_staying_version,
+            "driver_upgrade_reasons": driver_upgrade_reasons,
             "driver_packages": driver_packages,
             "driver_branch_of": driver_branch_of,
             "driver_reboot_reasons": driver_reboot_reasons,

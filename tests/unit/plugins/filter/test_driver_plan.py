@@ -284,3 +284,310 @@ def test_ubuntu_only_changes_keys_the_family_defines():
     with open(os.path.join(ROLE, "vars", "Ubuntu.yml")) as handle:
         ubuntu = set(yaml.safe_load(handle))
     assert ubuntu < family, ubuntu - family
+
+
+# --------------------------------------------------------------------------
+# which branch supports which GPUs (590 and newer: Turing or newer)
+# --------------------------------------------------------------------------
+
+def gpu(name, **fields):
+    return dict({"name": name, "pci_bus_id": "0000:01:00.0", "compute_capability": None, "architecture": None},
+                **fields)
+
+
+@pytest.mark.parametrize("facts,branch,generations", [
+    (pci_only("0x1db1"), "590", ["Maxwell, Pascal or Volta by its PCI id"]),      # V100 SXM2, no driver yet
+    (pci_only("0x1db1"), "580", []),                                              # 580: the last for Volta
+    (pci_only("0x1db1"), "595", ["Maxwell, Pascal or Volta by its PCI id"]),
+    (pci_only("0x13bb"), "590", ["Maxwell, Pascal or Volta by its PCI id"]),      # Quadro K620 (Maxwell)
+    (pci_only("0x102d"), "535", ["Kepler or older by its PCI id"]),               # Tesla K80: 470 was its last
+    (pci_only("0x2330"), "595", []),                                              # H100 SXM5
+    (pci_only("0x1e02", "0x15f8"), "590", ["Maxwell, Pascal or Volta by its PCI id"]),  # Turing + P100
+    (nvml_facts(readings.QUADRO_P400_OLD_DRIVER), "590", ["Pascal"]),             # compute 6.1
+    (nvml_facts(readings.QUADRO_P400_OLD_DRIVER), "580", []),
+    (nvml_facts(readings.H100), "595", []),
+    (smi_facts("netdata-tesla-p100-pcie-16gb-passthrough-driver-510.47.03-v11.xml"), "590", ["Pascal"]),
+    (smi_facts("telegraf-tesla-t4-aws-driver-515.105.01-v11.xml"), "590", []),   # Turing
+    (smi_facts("telegraf-rtx-pro-6000-blackwell-maxq-driver-590.44.01-v13.xml"), "595", []),
+    ({"gpus": [gpu("Tesla V100-SXM2-16GB", compute_capability="7.0")]}, "590", ["Volta"]),
+    ({"gpus": [gpu("TITAN RTX", compute_capability="7.5")]}, "590", []),
+    ({"gpus": [gpu("RTX 4090", architecture="Ada Lovelace")]}, "590", []),
+    ({"gpus": [gpu("future", architecture="Rubin")]}, "620", []),                 # unknown names are newer
+    ({"gpus": [], "pci_devices": []}, "590", []),                                 # nothing known: nothing refused
+])
+def test_branch_support(facts, branch, generations):
+    assert [entry["generation"] for entry in plan.driver_unsupported_gpus(facts, branch)] == generations
+
+
+def test_unsupported_gpus_name_the_gpu_and_the_last_branch():
+    (entry,) = plan.driver_unsupported_gpus(pci_only("0x1db1"), "590")
+    assert entry == {"gpu": "PCI device 0x1db1 at 0000:01:00.0", "generation": "Maxwell, Pascal or Volta by its PCI id",
+                     "last_branch": "580"}
+
+
+def test_branch_support_needs_a_branch():
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.driver_unsupported_gpus({}, "59")
+    assert "gpu_driver_branch" in str(caught.value)
+
+
+@pytest.mark.parametrize("facts,blackwell", [
+    (pci_only("0x2901"), True),                                                  # B200
+    (pci_only("0x3182"), True),                                                  # B300
+    (pci_only("0x2330"), False),                                                 # H100
+    (smi_facts("telegraf-rtx-pro-6000-blackwell-maxq-driver-590.44.01-v13.xml"), True),
+    ({"gpus": [gpu("B200", compute_capability="10.0")]}, True),
+    ({"gpus": [gpu("RTX 5090", compute_capability="12.0")]}, True),
+    ({"gpus": [gpu("H200", compute_capability="9.0")]}, False),
+])
+def test_blackwell(facts, blackwell):
+    assert bool(plan.blackwell_gpus(facts)) is blackwell
+
+
+def test_blackwell_runs_only_on_open_modules():
+    assert plan.driver_flavor("auto", pci_only("0x2901")) == "open"
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.driver_flavor("proprietary", pci_only("0x2901"))
+    assert "gpu_driver_module_flavor" in str(caught.value) and "0x2901" in str(caught.value)
+
+
+def test_no_flavour_serves_blackwell_and_pre_turing_together():
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.driver_flavor("auto", pci_only("0x2901", "0x1db1"))
+    assert "0x2901" in str(caught.value) and "0x1db1" in str(caught.value)
+
+
+def test_unreadable_compute_capability_falls_back_to_the_architecture():
+    assert plan.older_gpus({"gpus": [gpu("P4", compute_capability="N/A", architecture="Pascal")]}) == [
+        "P4 at 0000:01:00.0"]
+
+
+# --------------------------------------------------------------------------
+# NVSwitches
+# --------------------------------------------------------------------------
+
+def hgx_a100():
+    """One A100 SXM4 GPU and the six gen-2 NVSwitches of an HGX A100 board (lspci class 0680, 10de:1af1)."""
+    functions = [{"address": "0000:01:00.0", "device_id": "0x20b2", "class": "0x030200", "is_gpu": True}]
+    functions += [{"address": "0000:%02x:00.0" % bus, "device_id": "0x1af1", "class": "0x068000", "is_gpu": False}
+                  for bus in range(0xc4, 0xca)]
+    return {"state": "driver_not_installed", "gpus": [], "pci_devices": functions}
+
+
+def test_nvswitches_from_the_pci_class():
+    assert plan.driver_nvswitches(hgx_a100()) == ["0000:%02x:00.0" % bus for bus in range(0xc4, 0xca)]
+
+
+def test_nvswitches_as_nvml_facts_reports_them():
+    facts = dict(hgx_a100(), nvswitches=["0000:c4:00.0"])
+    assert plan.driver_nvswitches(facts) == ["0000:c4:00.0"]
+    assert plan.driver_nvswitches({"nvswitches": [{"address": "0000:c5:00.0"}]}) == ["0000:c5:00.0"]
+
+
+@pytest.mark.parametrize("facts", [pci_only("0x2330"), {}, None, {"pci_devices": [{"address": "x", "class": None}]}])
+def test_no_nvswitches(facts):
+    assert plan.driver_nvswitches(facts) == []
+
+
+def test_nvswitch_flag_counts_too():
+    assert plan.driver_nvswitches({"pci_devices": [{"address": "0000:05:00.0", "is_nvswitch": True}]}) == [
+        "0000:05:00.0"]
+
+
+# --------------------------------------------------------------------------
+# the package schemes (590 and newer: no branch in the names, a pinning package)
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("branch,scheme", [
+    ("535", "branched"), ("570", "branched"), ("580", "branched"), ("590", "unbranched"), ("595", "unbranched"),
+])
+def test_scheme(branch, scheme):
+    assert plan.driver_scheme(branch, role_vars("Debian.yml")["__gpu_driver_unbranched_from"]["cuda_repo"]) == scheme
+
+
+def test_no_scheme_change_for_a_source_without_one():
+    assert plan.driver_scheme("595", "") == "branched"
+
+
+def debian_packages(branch, module, flavor, version=""):
+    data = role_vars("Debian.yml")
+    scheme = plan.driver_scheme(branch, data["__gpu_driver_unbranched_from"]["cuda_repo"])
+    table = data["__gpu_driver_unbranched_package_table" if scheme == "unbranched" else "__gpu_driver_package_table"]
+    return plan.driver_packages(table, "cuda_repo", module, flavor, branch, "6.1.0-28-amd64", version)
+
+
+@pytest.mark.parametrize("branch,module,flavor,version,packages", [
+    ("535", "dkms", "open", "", ["nvidia-driver", "nvidia-kernel-open-dkms", "nvidia-persistenced"]),
+    ("580", "none", "open", "", ["nvidia-smi", "libnvidia-ml1"]),
+    ("590", "dkms", "open", "", ["nvidia-driver-pinning-590", "nvidia-open", "nvidia-driver",
+                                 "nvidia-kernel-open-dkms", "nvidia-persistenced"]),
+    ("590", "dkms", "proprietary", "", ["nvidia-driver-pinning-590", "cuda-drivers", "nvidia-driver",
+                                        "nvidia-kernel-dkms", "nvidia-persistenced"]),
+    ("595", "none", "any", "", ["nvidia-driver-pinning-595", "nvidia-smi", "libnvidia-ml1"]),
+    ("595", "none", "any", "595.71.05", ["nvidia-driver-pinning-595.71.05", "nvidia-smi", "libnvidia-ml1"]),
+])
+def test_debian_cuda_repo_packages_by_scheme(branch, module, flavor, version, packages):
+    assert debian_packages(branch, module, flavor, version) == packages
+
+
+@pytest.mark.parametrize("source,module,flavor,packages", [
+    ("cuda_repo", "dkms", "open", ["nvidia-driver-pinning-590", "nvidia-open"]),
+    ("cuda_repo", "dkms", "proprietary", ["nvidia-driver-pinning-590", "cuda-drivers"]),
+    ("cuda_repo", "none", "open", ["nvidia-driver-pinning-590", "nvidia-utils", "libnvidia-compute"]),
+])
+def test_ubuntu_cuda_repo_packages_from_590(source, module, flavor, packages):
+    data = role_vars("Ubuntu.yml")
+    assert plan.driver_scheme("590", data["__gpu_driver_unbranched_from"][source]) == "unbranched"
+    assert plan.driver_packages(data["__gpu_driver_unbranched_package_table"], source, module, flavor, "590") == packages
+
+
+def test_canonical_archive_keeps_the_branch_in_its_names():
+    data = role_vars("Ubuntu.yml")
+    assert plan.driver_scheme("590", data["__gpu_driver_unbranched_from"].get("distro", "")) == "branched"
+    assert plan.driver_packages(data["__gpu_driver_package_table"], "distro", "dkms", "open", "590") == [
+        "nvidia-headless-590-server-open", "nvidia-utils-590-server"]
+
+
+@pytest.mark.parametrize("name", ["Debian.yml", "Ubuntu.yml"])
+def test_every_unbranched_row_is_known_to_the_branch_pattern_and_pins(name):
+    import re
+
+    data = role_vars(name)
+    pattern = re.compile(data["__gpu_driver_branch_packages"])
+    unversioned = re.compile(data["__gpu_driver_unversioned_packages"])
+    for source, modules in data["__gpu_driver_unbranched_package_table"].items():
+        for module, flavors in modules.items():
+            for flavor in flavors:
+                names = plan.driver_packages(data["__gpu_driver_unbranched_package_table"], source, module, flavor,
+                                             "595", "k")
+                assert any(pattern.match(package) for package in names), (source, module, flavor, names)
+                assert not any(pattern.match(package) for package in names if package.startswith("nvidia-driver-pin"))
+                # The pinning package carries the branch in its name, not in its version.
+                assert [package for package in names if unversioned.search(package)] == ["nvidia-driver-pinning-595"]
+
+
+# --------------------------------------------------------------------------
+# fabric manager packages
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name,source,branch,nvlink5,expected", [
+    ("Debian.yml", "cuda_repo", "550", False, {"versioned": ["nvidia-fabricmanager-550", "libnvidia-nscq-550"],
+                                               "own_version": []}),
+    ("Debian.yml", "cuda_repo", "570", True, {"versioned": ["nvidia-fabricmanager-570", "libnvidia-nscq-570",
+                                                            "libnvsdm-570"], "own_version": ["nvlsm"]}),
+    ("Debian.yml", "cuda_repo", "580", False, {"versioned": ["nvidia-fabricmanager", "libnvidia-nscq"],
+                                               "own_version": []}),
+    ("Debian.yml", "cuda_repo", "595", True, {"versioned": ["nvidia-fabricmanager", "libnvidia-nscq", "libnvsdm"],
+                                              "own_version": ["nvlsm"]}),
+    ("Ubuntu.yml", "distro", "590", False, {"versioned": ["nvidia-fabricmanager-590", "libnvidia-nscq-590"],
+                                            "own_version": []}),
+    ("Ubuntu.yml", "cuda_repo", "575", False, {"versioned": ["nvidia-fabricmanager-575", "libnvidia-nscq-575"],
+                                               "own_version": []}),
+])
+def test_fabric_manager_packages(name, source, branch, nvlink5, expected):
+    table = role_vars(name)["__gpu_driver_fabric_manager_table"]
+    assert plan.driver_fabric_manager_packages(table, source, branch, nvlink5) == expected
+
+
+def test_debian_archive_has_no_fabric_manager():
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.driver_fabric_manager_packages(role_vars("Debian.yml")["__gpu_driver_fabric_manager_table"], "distro", "535")
+    assert "gpu_driver_source" in str(caught.value) and "gpu_driver_fabric_manager" in str(caught.value)
+
+
+def test_nvlink5_needs_nvlsm_which_ubuntus_archive_lacks():
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.driver_fabric_manager_packages(role_vars("Ubuntu.yml")["__gpu_driver_fabric_manager_table"], "distro",
+                                            "580", nvlink5=True)
+    assert "nvlsm" in str(caught.value) and "cuda_repo" in str(caught.value)
+
+
+# --------------------------------------------------------------------------
+# versions: what the repository offers, what stays, what dpkg holds
+# --------------------------------------------------------------------------
+
+MADISON = """\
+nvidia-smi | 595.71.05-1 | file:/srv/cuda-mirror/debian12/x86_64  Packages
+nvidia-smi | 590.48.01-1 | file:/srv/cuda-mirror/debian12/x86_64  Packages
+nvidia-smi | 590.9.02-1 | file:/srv/cuda-mirror/debian12/x86_64  Packages
+nvidia-smi | 590.44.01-1 | file:/srv/cuda-mirror/debian12/x86_64  Packages
+nvidia-smi | 590.44.01-1 | http://mirror.example/debian12/x86_64  Packages
+"""
+
+
+def test_available_versions_newest_first_once_each():
+    assert plan.driver_available_versions(MADISON) == ["595.71.05-1", "590.48.01-1", "590.44.01-1", "590.9.02-1"]
+
+
+@pytest.mark.parametrize("glob,newest", [
+    ("590.*", "590.48.01-1"), ("590.44.01-*", "590.44.01-1"), ("595.*", "595.71.05-1"), ("580.*", None),
+])
+def test_newest_version_in_a_glob(glob, newest):
+    assert plan.driver_newest_version(MADISON, glob) == newest
+
+
+@pytest.mark.parametrize("left,right,sign", [
+    ("590.48.01-1", "590.9.02-1", 1), ("1:535.1-1", "590.1-1", 1), ("580.95.05-1", "580.95.05-1", 0),
+    ("580.95.05-1~deb12u1", "580.95.05-1", -1), ("580.95.05-1ubuntu1", "580.95.05-1", 1),
+    ("2025.10.12-1", "2025.10.14-1", -1), ("1.0a", "1.0+", -1),
+])
+def test_dpkg_order(left, right, sign):
+    result = plan.dpkg_compare(left, right)
+    assert (result > 0) - (result < 0) == sign
+
+
+@pytest.mark.parametrize("version,upstream", [
+    ("590.48.01-1", "590.48.01"), ("1:550.163.01-2", "550.163.01"), ("580.159.03-0ubuntu0.24.04.1", "580.159.03"),
+    ("595.80", "595.80"), ("", ""), (None, ""),
+])
+def test_upstream(version, upstream):
+    assert plan.driver_upstream(version) == upstream
+
+
+BRANCH_PACKAGES = role_vars("Debian.yml")["__gpu_driver_branch_packages"]
+
+
+@pytest.mark.parametrize("specs,staying", [
+    (["nvidia-driver-pinning-590", "nvidia-smi=590.48.01-1", "libnvidia-ml1=590.48.01-1"], "590.48.01"),
+    (["nvidia-smi=590.*", "libnvidia-ml1=590.48.01-1"], ""),                  # one of them changes
+    (["nvidia-smi=590.48.01-1", "libnvidia-ml1=590.44.01-1"], ""),            # they disagree
+    (["nvidia-persistenced=590.*", "nvidia-smi=590.48.01-1"], "590.48.01"),   # not a branch package
+    ([], ""),
+])
+def test_staying_version(specs, staying):
+    assert plan.driver_staying_version(specs, BRANCH_PACKAGES) == staying
+
+
+def test_held_packages_from_dpkg_query():
+    text = ("nvidia-fabricmanager 590.44.01-1 hold ok installed\n"
+            "libnvidia-nscq:amd64 590.44.01-1 install ok installed\n"
+            "nvidia-fabricmanager-570 570.172.08-1 deinstall ok config-files\n"
+            "libnvidia-nscq-570 570.172.08-1 hold ok installed\n")
+    assert plan.driver_held_packages(text) == {"nvidia-fabricmanager": "590.44.01-1",
+                                               "libnvidia-nscq-570": "570.172.08-1"}
+
+
+# --------------------------------------------------------------------------
+# the upgrade playbook's choice of nodes
+# --------------------------------------------------------------------------
+
+def running(version, state="ok"):
+    return {"state": state, "message": "1 GPU, driver %s" % version, "driver_version": version}
+
+
+@pytest.mark.parametrize("facts,branch,version,packages,reasons", [
+    (running("590.48.01"), "590", "", {}, []),
+    (running("590.48.01"), "595", "", {}, ["it runs driver 590.48.01, not branch 595"]),
+    (running("590.48.01"), "590", "590.48.01", {}, []),
+    (running("590.44.01"), "590", "590.48.01", {}, ["it runs driver 590.44.01, not 590.48.01"]),
+    (running("590.48.01"), "590", "", {"nvidia-fabricmanager": [{"version": "590.48.01-1"}]}, []),
+    (running("590.48.01"), "590", "", {"nvidia-fabricmanager": [{"version": "590.44.01-1"}]},
+     ["its fabric manager nvidia-fabricmanager is at 590.44.01, the driver at 590.48.01"]),
+    (running("570.172.08"), "570", "", {"nvidia-fabricmanager-570": [{"version": "570.148.08-1"}],
+                                        "libnvidia-nscq-570": [{"version": "570.148.08-1"}]},
+     ["its fabric manager nvidia-fabricmanager-570 is at 570.148.08, the driver at 570.172.08"]),
+    (running(None, state="driver_not_loaded"), "590", "", {}, ["nvml_facts says driver_not_loaded (1 GPU, driver None)"]),
+])
+def test_upgrade_reasons(facts, branch, version, packages, reasons):
+    assert plan.driver_upgrade_reasons(facts, branch, version, packages) == reasons
+
