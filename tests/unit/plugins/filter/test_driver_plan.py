@@ -591,3 +591,75 @@ def running(version, state="ok"):
 def test_upgrade_reasons(facts, branch, version, packages, reasons):
     assert plan.driver_upgrade_reasons(facts, branch, version, packages) == reasons
 
+
+# --------------------------------------------------------------------------
+# playbooks/upgrade_driver.yml's own expressions, templated as Ansible does
+# --------------------------------------------------------------------------
+
+def _upgrade_play():
+    from ansible.parsing.dataloader import DataLoader
+
+    loader = DataLoader()
+    path = os.path.join(ROLE, "..", "..", "playbooks", "upgrade_driver.yml")
+    return loader, loader.load_from_file(path, trusted_as_template=True)[0]
+
+
+def _tasks(tasks):
+    for entry in tasks:
+        yield entry
+        for part in ("block", "rescue", "always"):
+            yield from _tasks(entry.get(part) or [])
+
+
+def _upgrade_task(name):
+    loader, play = _upgrade_play()
+    (found,) = [entry for entry in _tasks(play["tasks"]) if entry.get("name") == name]
+    return loader, found
+
+
+def upgrade_decision(facts, packages, **inventory):
+    from ansible.template import Templar
+
+    loader, decide = _upgrade_task("Decide whether the node needs the new driver")
+    variables = dict(inventory, ansible_facts={"nvidia": facts, "packages": packages})
+    variables.update(decide["vars"])
+    templar = Templar(loader=loader, variables=variables)
+    return dict((key, templar.template(value)) for key, value in decide["ansible.builtin.set_fact"].items())
+
+
+FM_AT = {"nvidia-fabricmanager": [{"version": "590.44.01-1"}], "libnvidia-nscq": [{"version": "590.48.01-1"}]}
+
+
+@pytest.mark.parametrize("facts,packages,inventory,needed,fabric_manager_version", [
+    # A node on the target, as the simulated cluster's are (Debian's 535): left alone, as before.
+    (running("535.261.03"), {"nvidia-smi": [{"version": "535.261.03-1~deb12u1"}]}, {"gpu_driver_branch": 535},
+     False, ""),
+    # On the target driver, its fabric manager elsewhere: the driver stays, the fabric manager is moved to it.
+    (running("590.48.01"), FM_AT, {"gpu_driver_branch": "590"}, True, "590.48.01"),
+    # A branch change: the fabric manager follows the driver in the same transaction.
+    (running("590.48.01"), {"nvidia-fabricmanager": [{"version": "590.48.01-1"}]}, {"gpu_driver_branch": "595"},
+     True, ""),
+    # What the inventory asks for wins.
+    (running("590.48.01"), FM_AT, {"gpu_driver_branch": "590", "gpu_driver_fabric_manager_version": "590.48.01"},
+     True, "590.48.01"),
+    (running("590.48.01", state="driver_mismatch"), {}, {"gpu_driver_version": "590.48.01"}, True, ""),
+])
+def test_upgrade_playbook_picks_nodes_and_moves_the_fabric_manager(
+        facts, packages, inventory, needed, fabric_manager_version):
+    decision = upgrade_decision(facts, packages, **inventory)
+    assert decision["gpufleet_upgrade_needed"] is needed
+    assert decision["gpufleet_upgrade_fabric_manager_version"] == fabric_manager_version
+
+
+def test_upgrade_playbook_passes_the_fabric_manager_version_to_the_role():
+    dummy, install = _upgrade_task("Install the new driver, rebooting when needed")
+    assert install["ansible.builtin.include_role"]["name"] == "gpufleet.nvidia.gpu_driver"
+    assert install["vars"]["gpu_driver_allow_branch_change"] is True
+    assert install["vars"]["gpu_driver_fabric_manager_version"] == "{{ gpufleet_upgrade_fabric_manager_version }}"
+
+
+def test_upgrade_playbook_reads_the_packages_before_deciding():
+    loader, play = _upgrade_play()
+    names = [entry.get("name") for entry in _tasks(play["tasks"])]
+    read = names.index("Read the node's packages (its fabric manager must match the driver)")
+    assert read < names.index("Decide whether the node needs the new driver")
