@@ -257,9 +257,10 @@ def device_plugin_expected(facts, settings):
     """
     options = _normalise(settings)
     facts = facts or {}
-    gpus = facts.get("gpus") or []
+    # A node that lost GPUs advertises the ones its driver still reads.
+    gpus = [gpu for gpu in facts.get("gpus") or [] if not gpu.get("error")]
     answer = {"resources": {}, "basis": "", "problem": None}
-    if facts.get("state") != "ok":
+    if facts.get("state") not in ("ok", "gpu_lost"):
         answer["problem"] = "NVIDIA state %s: %s" % (facts.get("state") or "not gathered",
                                                      facts.get("message") or "no facts")
         return answer
@@ -339,7 +340,7 @@ def device_plugin_check(nodes, hosts, configs, default_config="default"):
     rows = []
     for entry in hosts or []:
         row = {"host": entry.get("host"), "node": entry.get("node"), "config": None, "expected": {},
-               "advertised": {}, "basis": "", "ok": False, "message": ""}
+               "advertised": {}, "basis": "", "ok": False, "unhealthy": False, "message": ""}
         rows.append(row)
         node = by_name.get(entry.get("node"))
         if node is None:
@@ -360,8 +361,10 @@ def device_plugin_check(nodes, hosts, configs, default_config="default"):
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         row["advertised"] = dict((key, _quantity(value)) for key, value in allocatable.items()
                                  if key.startswith("nvidia.com/"))
+        problems = _health_problems(entry.get("facts"))
         if expected["problem"]:
             row["message"] = "cannot say what it should advertise: %s" % expected["problem"]
+            _name_unhealthy(row, problems)
             continue
         short = ["%s=%d, its hardware gives %d (%s)" % (resource, row["advertised"].get(resource, 0), count,
                                                         expected["basis"])
@@ -369,11 +372,34 @@ def device_plugin_check(nodes, hosts, configs, default_config="default"):
                  if row["advertised"].get(resource, 0) < count]
         if short:
             row["message"] = "advertises " + "; ".join(short)
+            _name_unhealthy(row, problems)
             continue
         row["ok"] = True
         row["message"] = "advertises " + ", ".join(
             "%s=%d" % (resource, row["advertised"].get(resource, 0)) for resource in sorted(expected["resources"]))
     return rows
+
+
+def _health_problems(facts):
+    """Problem codes of a node whose facts say it is unhealthy (None when it is not)."""
+    health = (facts or {}).get("health") or {}
+    if health.get("status") != "unhealthy":
+        return None
+    codes = []
+    for problem in health.get("problems") or []:
+        code = problem.get("code") or "unknown"
+        if code not in codes:
+            codes.append(code)
+    return codes or ["unknown"]
+
+
+def _name_unhealthy(row, problems):
+    """A node the facts call unhealthy is named, not waited for: NVIDIA's plugin takes the GPUs it finds
+    unhealthy (lost, fatal XIDs) out of what it advertises."""
+    if problems is None:
+        return
+    row["unhealthy"] = True
+    row["message"] = "unhealthy (%s), not checked: %s" % (", ".join(problems), row["message"])
 
 
 def fleet_nodes(hosts, hostvars):

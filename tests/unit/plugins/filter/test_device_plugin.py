@@ -436,3 +436,21 @@ def test_the_strategy_must_agree_with_the_runtime(settings, node_configs, runtim
 ])
 def test_sys_admin_for_the_plugin_when_the_runtime_ignores_the_envvar(configs, runtime, needed):
     assert dp.device_plugin_needs_sys_admin(configs, runtime) is needed
+
+
+def test_a_node_that_lost_a_gpu_is_expected_to_advertise_the_rest_and_named_when_short():
+    # Four GPUs, the fourth lost (NVML answers GPU is lost): NVIDIA's plugin advertises the three that answer.
+    lost = facts_of(readings.GPU_LOST)
+    assert lost["state"] == "gpu_lost" and lost["health"]["status"] == "unhealthy"
+    hosts = [{"host": "a", "node": "a", "facts": lost}, {"host": "b", "node": "b", "facts": lost},
+             {"host": "c", "node": "c", "facts": eight(H100)}]
+    nodes = [api_node("a", {"nvidia.com/gpu": "3"}), api_node("b", {"nvidia.com/gpu": "1"}),
+             api_node("c", {"nvidia.com/gpu": "7"})]
+    rows = dp.device_plugin_check(nodes, hosts, {"default": {}})
+    assert [(r["node"], r["ok"], r["unhealthy"]) for r in rows] == [
+        ("a", True, False), ("b", False, True), ("c", False, False)]
+    assert rows[0]["expected"] == {"nvidia.com/gpu": 3}
+    assert rows[1]["message"] == ("unhealthy (gpu_lost), not checked: advertises nvidia.com/gpu=1, "
+                                  "its hardware gives 3 (3 GPUs)")
+    # A healthy node that falls short is still a failure.
+    assert rows[2]["message"] == "advertises nvidia.com/gpu=7, its hardware gives 8 (8 GPUs)"

@@ -470,7 +470,7 @@ def test_cluster_results_keep_each_hosts_rows_with_their_time():
     assert a["node"] == "gpu-a"
     assert a["device_plugin"] == {"node": "gpu-a", "config": "default", "expected": {"nvidia.com/gpu": 2},
                                   "advertised": {"nvidia.com/gpu": 2}, "basis": "2 GPUs", "ok": True,
-                                  "message": "advertises nvidia.com/gpu=2", "time": TIME}
+                                  "unhealthy": False, "message": "advertises nvidia.com/gpu=2", "time": TIME}
     assert (a["smoke_test"]["ok"], a["smoke_test"]["verdict"], a["smoke_test"]["time"]) == (
         True, "passed nvidia-smi", TIME)
     assert "host" not in a["smoke_test"] and "host" not in a["device_plugin"]
