@@ -171,7 +171,9 @@ XID_CATALOG = {
 # act on. 63 (a remap or retirement recorded) is left out: the GPU keeps
 # working and the pending remap is its own health problem (row_remap_pending,
 # retired_pages_pending). The module option unhealthy_xids replaces this set.
-DEFAULT_UNHEALTHY_XIDS = (48, 61, 62, 64, 74, 79, 95, 119, 120)
+# 154 is the driver's recovery action: unhealthy while its latest line names
+# an action other than None (0x0).
+DEFAULT_UNHEALTHY_XIDS = (48, 61, 62, 64, 74, 79, 95, 119, 120, 154)
 
 # Values that nvidia-smi prints where it has no value. Compared lower-cased,
 # with and without the brackets that the CSV output adds. "REDACTED" is how
@@ -1212,8 +1214,15 @@ JOURNAL_ARGS = ("-k", "-b", "0", "--no-pager", "-o", "short-monotonic", "--grep"
 _XID_RE = re.compile(r"NVRM: Xid \((?P<where>[^)]*)\):\s*(?P<xid>\d+)\b")
 _XID_WHERE_RE = re.compile(
     r"^(?:PCI:)?(?P<domain>[0-9A-Fa-f]{1,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<device>[0-9A-Fa-f]{2})"
-    r"(?:\.(?P<function>[0-7]))?$"
+    r"(?:\.(?P<function>[0-7]))?"
+    # On a GPU in MIG mode the driver names the GPU and compute instance too:
+    # "PCI:0000:01:00 GPU-I:05" and "PCI:0000:3b:00 GPU-I:01 GPU-CI:02".
+    r"(?:\s+GPU-I:[0-9A-Fa-f]+)?(?:\s+GPU-CI:[0-9A-Fa-f]+)?$"
 )
+# Xid 154 carries the driver's own recovery verdict: "GPU recovery action
+# changed from 0x0 (None) to 0x1 (GPU Reset Required)"; back to 0x0 (None) the
+# GPU needs nothing.
+_XID_154_ACTION_RE = re.compile(r"\bto\s+0x(?P<action>[0-9A-Fa-f]+)")
 
 
 def _read_text(path):
@@ -1314,6 +1323,11 @@ def parse_xid_events(text, gpus=(), unhealthy_xids=DEFAULT_UNHEALTHY_XIDS):
             }
         event["count"] += 1
         event["last"] = line.strip()
+        if xid == 154:
+            action = _XID_154_ACTION_RE.search(line)
+            if action:
+                # Only the latest recovery action counts; None (0x0) means recovered.
+                event["fatal"] = xid in unhealthy and int(action.group("action"), 16) != 0
     return list(events.values())
 
 

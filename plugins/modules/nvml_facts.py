@@ -71,12 +71,13 @@ options:
       - The default follows NVIDIA's Xid catalog (immediate action "reset GPU" or reboot) -
         48 double-bit ECC error, 61/62 internal micro-controller breakpoint/halt, 64 page
         retirement or row remapping failure, 74 NVLink error, 79 GPU fallen off the bus,
-        95 uncontained ECC error, 119/120 GSP RPC timeout/GSP error.
+        95 uncontained ECC error, 119/120 GSP RPC timeout/GSP error, and 154 the driver's
+        recovery action, counted while its latest line names an action other than None (V(0x0)).
       - The events are counted since boot, so a GPU reset does not clear them; a node whose
         GPUs were reset can be accepted with an empty list.
     type: list
     elements: int
-    default: [48, 61, 62, 64, 74, 79, 95, 119, 120]
+    default: [48, 61, 62, 64, 74, 79, 95, 119, 120, 154]
 attributes:
   check_mode:
     description: Can run in check mode and return the same facts.

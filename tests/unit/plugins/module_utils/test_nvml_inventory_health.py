@@ -490,7 +490,7 @@ def test_xid_events_of_the_recorded_lines():
         ("0000:08:00.0", 31, 1, False),
         ("0000:01:00.0", 3, 1, False),
         ("0000:01:00.0", 62, 1, True),
-        ("0000:01:00.0", 154, 1, False),
+        ("0000:01:00.0", 154, 1, True),
         ("0000:10:1c.0", 63, 1, False),
         ("0000:01:00.0", 144, 1, False),
         ("0000:03:00.0", 79, 1, True),
@@ -526,7 +526,8 @@ def test_xid_events_are_matched_to_gpus_without_the_function_in_the_line():
         "message": "Xid 79 (GPU has fallen off the bus) on GPU 0 (0000:2b:00.0), 1 since boot; reboot"}
     # The other fatal XIDs are of GPUs this host does not have: still reported, by address.
     assert [(p["pci_address"], p["gpu_index"]) for p in xid_problems] == [
-        ("0000:2b:00.0", 0), ("0000:01:00.0", None), ("0000:03:00.0", None), ("0000:c6:00.0", None)]
+        ("0000:2b:00.0", 0), ("0000:01:00.0", None), ("0000:01:00.0", None), ("0000:03:00.0", None),
+        ("0000:c6:00.0", None)]
     assert (facts["state"], facts["health"]["status"]) == ("ok", "unhealthy")
 
 
@@ -536,6 +537,32 @@ def test_journal_short_monotonic_prefix():
     line = "[12284.203178] a98de3504213 kernel: NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
     (event,) = inv.parse_xid_events(line + "\n")
     assert (event["pci_address"], event["xid"], event["last"]) == ("0000:2b:00.0", 79, line)
+
+
+@pytest.mark.parametrize("where,address", [
+    # A GPU in MIG mode: the driver names the GPU instance, and the compute instance
+    # (NVIDIA's A100 memory error management guide, and the driver's own format).
+    ("PCI:0000:01:00 GPU-I:05", "0000:01:00.0"),
+    ("PCI:0000:3b:00 GPU-I:01 GPU-CI:02", "0000:3b:00.0"),
+])
+def test_xid_lines_of_mig_instances_name_their_gpu(where, address):
+    line = "NVRM: Xid (%s): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No" % where
+    (event,) = inv.parse_xid_events(line + "\n")
+    assert (event["pci_address"], event["xid"], event["fatal"]) == (address, 94, False)
+
+
+@pytest.mark.parametrize("latest,fatal", [
+    ("from 0x0 (None) to 0x1 (GPU Reset Required)", True),
+    ("from 0x1 (GPU Reset Required) to 0x0 (None)", False),
+    ("from 0x0 (None) to 0x2 (Node Reboot Required)", True),
+])
+def test_xid_154_counts_while_the_latest_recovery_action_is_not_none(latest, fatal):
+    first = "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)"
+    line = "NVRM: Xid (PCI:0000:01:00): 154, GPU recovery action changed " + latest
+    (event,) = inv.parse_xid_events(first + "\n" + line + "\n")
+    assert (event["count"], event["fatal"]) == (2, fatal)
+    (event,) = inv.parse_xid_events(line + "\n", unhealthy_xids=[79])
+    assert event["fatal"] is False
 
 
 def test_unhealthy_xids_are_the_callers_choice():
