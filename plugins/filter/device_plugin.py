@@ -380,8 +380,15 @@ def device_plugin_check(nodes, hosts, configs, default_config="default"):
     return rows
 
 
+# Problems after which NVIDIA's plugin advertises fewer GPUs: a lost GPU, and the XIDs its health
+# checker marks devices unhealthy on. A pending row remap or an unfinished fabric leaves every GPU
+# advertised, so a shortfall there is still the plugin's fault.
+_SHORTFALL_PROBLEMS = ("gpu_lost", "xid")
+
+
 def _health_problems(facts):
-    """Problem codes of a node whose facts say it is unhealthy (None when it is not)."""
+    """Problem codes of a node that is unhealthy in a way that takes GPUs out of the plugin's count
+    (None otherwise)."""
     health = (facts or {}).get("health") or {}
     if health.get("status") != "unhealthy":
         return None
@@ -390,7 +397,9 @@ def _health_problems(facts):
         code = problem.get("code") or "unknown"
         if code not in codes:
             codes.append(code)
-    return codes or ["unknown"]
+    if not any(code in _SHORTFALL_PROBLEMS for code in codes):
+        return None
+    return codes
 
 
 def _name_unhealthy(row, problems):

@@ -454,3 +454,12 @@ def test_a_node_that_lost_a_gpu_is_expected_to_advertise_the_rest_and_named_when
                                   "its hardware gives 3 (3 GPUs)")
     # A healthy node that falls short is still a failure.
     assert rows[2]["message"] == "advertises nvidia.com/gpu=7, its hardware gives 8 (8 GPUs)"
+
+
+def test_a_node_unhealthy_only_for_a_pending_row_remap_that_falls_short_still_fails():
+    facts = copy.deepcopy(H100)
+    facts["health"] = {"status": "unhealthy", "problems": [
+        {"code": "row_remap_pending", "pci_address": "0000:00:09.0", "gpu_index": 0, "message": "pending"}]}
+    (row,) = dp.device_plugin_check([api_node("a", {})], [{"host": "a", "node": "a", "facts": facts}], {"default": {}})
+    assert (row["ok"], row["unhealthy"]) == (False, False)
+    assert row["message"] == "advertises nvidia.com/gpu=0, its hardware gives 1 (1 GPU)"
