@@ -549,6 +549,7 @@ class Handler(BaseHTTPRequestHandler):
         deadline = time.monotonic() + timeout
         rv_text = self.query.get("resourceVersion", "")
         initial = []
+        expired = None
         with store.lock:
             if rv_text in ("", "0"):
                 initial = [o for o in store.list(res, namespace) if visible(o)]

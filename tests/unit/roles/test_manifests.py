@@ -18,10 +18,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
 from ansible_collections.gpufleet.nvidia.plugins.filter import device_plugin as dp
+from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, Templar, load_yaml, trust_as_template
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLES = os.path.join(COLLECTION, "roles")
@@ -32,7 +30,7 @@ def render(role, template, **overrides):
     loader = DataLoader()
     variables = {"groups": {}}
     for part in ("defaults", "vars"):
-        variables.update(loader.load_from_file(os.path.join(ROLES, role, part, "main.yml"), trusted_as_template=True))
+        variables.update(load_yaml(loader, os.path.join(ROLES, role, part, "main.yml")))
     variables.update(overrides)
     with open(os.path.join(ROLES, role, "templates", template)) as handle:
         text = Templar(loader=loader, variables=variables).template(trust_as_template(handle.read()))
@@ -329,7 +327,7 @@ def role_value(role, expression, **overrides):
     loader = DataLoader()
     variables = {"groups": {}}
     for part in ("defaults", "vars"):
-        variables.update(loader.load_from_file(os.path.join(ROLES, role, part, "main.yml"), trusted_as_template=True))
+        variables.update(load_yaml(loader, os.path.join(ROLES, role, part, "main.yml")))
     variables.update(overrides)
     return Templar(loader=loader, variables=variables).template(trust_as_template(expression))
 

@@ -597,11 +597,11 @@ def test_upgrade_reasons(facts, branch, version, packages, reasons):
 # --------------------------------------------------------------------------
 
 def _upgrade_play():
-    from ansible.parsing.dataloader import DataLoader
+    from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, load_yaml
 
     loader = DataLoader()
     path = os.path.join(ROLE, "..", "..", "playbooks", "upgrade_driver.yml")
-    return loader, loader.load_from_file(path, trusted_as_template=True)[0]
+    return loader, load_yaml(loader, path)[0]
 
 
 def _tasks(tasks):
@@ -618,7 +618,7 @@ def _upgrade_task(name):
 
 
 def upgrade_decision(facts, packages, **inventory):
-    from ansible.template import Templar
+    from ansible_collections.gpufleet.nvidia.tests.unit.templating import Templar
 
     loader, decide = _upgrade_task("Decide whether the node needs the new driver")
     variables = dict(inventory, ansible_facts={"nvidia": facts, "packages": packages})

@@ -14,18 +14,16 @@ import time
 
 import pytest
 
-from ansible.parsing.dataloader import DataLoader
-from ansible.template import Templar, trust_as_template
-
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
+from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, Templar, evaluate_conditional, load_yaml, trust_as_template
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 LOADER = DataLoader()
 
 
 def playbook(name):
-    return LOADER.load_from_file(os.path.join(COLLECTION, "playbooks", name), trusted_as_template=True)
+    return load_yaml(LOADER, os.path.join(COLLECTION, "playbooks", name))
 
 
 def all_tasks(tasks):
@@ -54,7 +52,7 @@ def conditions(value):
 
 def holds(play, value, **variables):
     engine = templar(play, **variables)
-    return all(engine.evaluate_conditional(condition) for condition in conditions(value))
+    return all(evaluate_conditional(engine, condition) for condition in conditions(value))
 
 
 def rendered(play, value, **variables):

@@ -513,12 +513,11 @@ def test_cuda_check_leaves_out_the_nodes_skipped_as_unhealthy():
 def role_fails_on(rows, skip_busy):
     """The node names tasks/report.yml of gpu_smoke_test fails the play on."""
     import os
-    from ansible.parsing.dataloader import DataLoader
-    from ansible.template import Templar
+    from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, Templar, load_yaml
     loader = DataLoader()
     path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "gpu_smoke_test", "tasks",
                         "report.yml")
-    fail = [t for t in loader.load_from_file(path, trusted_as_template=True) if "ansible.builtin.fail" in t][0]
+    fail = [t for t in load_yaml(loader, path) if "ansible.builtin.fail" in t][0]
     engine = Templar(loader=loader, variables=dict(fail["vars"], gpu_smoke_test_report=rows,
                                                    gpu_smoke_test_skip_busy=skip_busy))
     return [row["node"] for row in engine.template(fail["vars"]["__gpu_smoke_test_failed"])]

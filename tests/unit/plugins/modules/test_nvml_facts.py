@@ -8,14 +8,13 @@ words a real nvidia-smi prints without a driver), run through run_command.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.nvidia.plugins.modules import nvml_facts
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module as run
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "nvidia-smi")
 
@@ -28,12 +27,7 @@ def fake_nvidia_smi(directory, body):
 
 
 def run_module(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as caught:
-            nvml_facts.main()
-    result = json.loads(capsys.readouterr().out)
-    result["rc_exit"] = caught.value.code
-    return result
+    return run(nvml_facts, args, capsys)
 
 
 @pytest.fixture

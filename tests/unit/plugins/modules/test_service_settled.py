@@ -8,13 +8,12 @@ runs real executables named systemctl and journalctl through run_command.
 
 from __future__ import annotations
 
-import json
 import stat
 
 import pytest
 
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.gpufleet.nvidia.plugins.modules import service_settled
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module as run
 
 # systemctl show containerd -p ActiveState -p SubState -p Result -p MainPID -p NRestarts -p InvocationID
 # (systemd prints the properties in its own order).
@@ -170,12 +169,7 @@ def executable(directory, name, body):
 
 
 def run_module(args, capsys):
-    with patch_module_args(args):
-        with pytest.raises(SystemExit) as caught:
-            service_settled.main()
-    result = json.loads(capsys.readouterr().out)
-    result["rc_exit"] = caught.value.code
-    return result
+    return run(service_settled, args, capsys)
 
 
 @pytest.fixture
