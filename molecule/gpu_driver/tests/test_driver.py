@@ -82,6 +82,20 @@ def test_non_free_enabled_in_a_file_of_our_own(host):
     assert "non-free" not in host.file("/etc/apt/sources.list").content_string
 
 
+def test_non_free_source_is_what_deb822_repository_writes(host):
+    # The role writes the deb822 file itself (the module needs python3-debian on the node, and
+    # installs it only from ansible-core 2.17); a node whose file that module wrote sees no change.
+    text = host.file("/etc/apt/sources.list.d/gpufleet-debian-non-free.sources").content_string
+    fields = dict(line.split(": ", 1) for line in text.splitlines() if line)
+    args = "name=%s types=%s uris=%s suites=%s components=%s signed_by=%s" % (
+        fields["X-Repolib-Name"], ",".join(fields["Types"].split()), ",".join(fields["URIs"].split()),
+        ",".join(fields["Suites"].split()), ",".join(fields["Components"].split()), fields["Signed-By"])
+    result = host.ansible("ansible.builtin.deb822_repository", args, check=True, become=True)
+    assert not result.get("failed"), result
+    assert result["repo"] == text
+    assert result["changed"] is False
+
+
 def test_nouveau_blacklisted(host):
     conf = host.file("/etc/modprobe.d/gpufleet-blacklist-nouveau.conf")
     assert conf.exists and conf.mode == 0o644
