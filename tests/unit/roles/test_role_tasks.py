@@ -1,0 +1,71 @@
+# Copyright: gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Role tasks' own expressions, templated by the ansible-core these tests run on (make units runs
+them on every minor from 2.16 to 2.21): what a task hands a filter keeps its type everywhere."""
+
+from __future__ import annotations
+
+import base64
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.filter import kubelet_plan
+from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, Templar, evaluate_conditional, load_yaml
+
+ROLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles"))
+LOADER = DataLoader()
+
+
+def role_task(role, tasks_file, name):
+    variables = {}
+    for part in ("defaults", "vars"):
+        path = os.path.join(ROLES, role, part, "main.yml")
+        if os.path.exists(path):
+            variables.update(load_yaml(LOADER, path) or {})
+    found = [t for t in load_yaml(LOADER, os.path.join(ROLES, role, "tasks", tasks_file)) if t.get("name") == name]
+    assert len(found) == 1, "no single task named %r in %s" % (name, tasks_file)
+    return found[0], variables
+
+
+@pytest.mark.parametrize("gpu_count", [0, 1, 8])
+def test_kubelet_settings_keep_the_gpu_count_a_number(gpu_count):
+    # On ansible-core 2.16 to 2.18 a "{{ n | int }}" value inside a YAML mapping came out as text,
+    # which the flag check refused ("gpu_count must be the number of GPUs ... got '1'").
+    task, variables = role_task("gpu_kubelet", "preflight.yml", "Gather the settings")
+    variables.update(ansible_facts={"nvidia": {"gpu_count": gpu_count}}, gpu_kubelet_gpu_labels=False,
+                     gpu_kubelet_node_labels={"example.com/pool": "a100"},
+                     __gpu_kubelet_version={"stdout": "Kubernetes v1.31.4"})
+    facts = Templar(loader=LOADER, variables=variables).template(task["ansible.builtin.set_fact"])
+    settings = facts["__gpu_kubelet_settings"]
+    assert settings["gpu_count"] == gpu_count and isinstance(settings["gpu_count"], int)
+    assert settings["labels"] == {"example.com/pool": "a100"}
+    assert settings["taints"] == variables["gpu_kubelet_taints"]
+    assert kubelet_plan.kubelet_flag_errors(settings) == []
+
+
+def all_tasks(tasks):
+    for entry in tasks:
+        yield entry
+        for part in ("block", "rescue", "always"):
+            yield from all_tasks(entry.get(part) or [])
+
+
+@pytest.mark.parametrize("efivar, enabled", [(b"\x06\x00\x00\x00\x01", True), (b"\x06\x00\x00\x00\x00", False)])
+def test_secure_boot_check_reads_the_last_byte(efivar, enabled):
+    tasks = load_yaml(LOADER, os.path.join(ROLES, "gpu_driver", "tasks", "preflight.yml"))
+    (check,) = [t for t in all_tasks(tasks) if t.get("name") == "Check Secure Boot will not refuse an unsigned module"]
+    templar = Templar(loader=LOADER, variables={
+        "__gpu_driver_sb_var": {"stat": {"exists": True}},
+        "__gpu_driver_sb_value": {"content": base64.b64encode(efivar).decode()}})
+    assert evaluate_conditional(templar, check["ansible.builtin.assert"]["that"]) is not enabled
+
+
+@pytest.mark.parametrize("modules", [["ib_umad"], ["ib_umad", "ib_uverbs"]])
+def test_nvlink5_modules_one_a_line(modules):
+    tasks = load_yaml(LOADER, os.path.join(ROLES, "gpu_driver", "tasks", "fabric-manager.yml"))
+    (load,) = [t for t in tasks if t.get("name", "").startswith("Load ib_umad at boot")]
+    templar = Templar(loader=LOADER, variables=dict(load.get("vars", {}), __gpu_driver_nvlink5_modules=modules))
+    content = templar.template(load["ansible.builtin.copy"]["content"])
+    assert content.splitlines()[1:] == modules
+    assert content.endswith("\n")
