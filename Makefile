@@ -1,6 +1,7 @@
 # gpufleet.nvidia: one entry point for the demo, set-up and tests.
 #   make demo   site.yml against two local Debian containers and a simulated cluster, then the fleet report
-#   make test   lint, sanity, unit tests, the built collection, molecule scenarios
+#   make test   lint, sanity and unit tests on every supported ansible-core, the built collection,
+#               molecule scenarios on the newest and the oldest ansible-core
 #   make setup  only the set-up: system packages, venv, collections, podman config, images, mirrors
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -11,6 +12,14 @@ PYTHON312   ?= $(shell pyenv root 2>/dev/null)/versions/3.12.1/bin/python3
 COLLECTIONS := $(CURDIR)/.collections
 IMAGE_PREFIX := localhost/gpufleet-debian
 SCENARIOS   ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
+# Every ansible-core minor meta/runtime.yml accepts, at its newest release: sanity and units run on
+# each (ansible-test of that release, in .venvs/ansible-core-X); the molecule scenarios run on the
+# newest (.venv, requirements-dev.txt) and the oldest (.venvs/oldest, constraints-oldest.txt).
+ANSIBLE_CORES ?= 2.16.19 2.17.14 2.18.19 2.19.14 2.20.10 2.21.5
+ANSIBLE_CORE_OLDEST := 2.16.19
+VENVS       := $(CURDIR)/.venvs
+OLDEST      := $(VENVS)/oldest
+SCENARIOS_OLDEST ?= $(SCENARIOS)
 
 export PATH := $(VENV)/bin:$(PATH)
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
@@ -21,16 +30,16 @@ export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
-.PHONY: help setup system venv collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule bench bench-driver bench-scale bench-cluster clean
+.PHONY: help setup system venv venvs collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
 	@echo "make test    run everything CI runs: lint, sanity, units, the built collection, molecule"
 	@echo "make setup   system packages, .venv (Python 3.12), collections, podman config, Debian 12/13 images"
-	@echo "make lint | docs | sanity | units | package | molecule [SCENARIOS=nvml_facts]"
+	@echo "make lint | docs | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=nvml_facts]"
 	@echo "make bench | bench-driver | bench-scale | bench-cluster | demo-clean"
 
-setup: system venv collections podman images mirrors
+setup: system venv venvs collections podman images mirrors
 
 system:
 	scripts/system-deps.sh
@@ -42,6 +51,23 @@ $(VENV)/.installed: requirements-dev.txt constraints-dev.txt
 	test -x $(VENV)/bin/python || "$(PYTHON312)" -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -r requirements-dev.txt -c constraints-dev.txt
+	touch $@
+
+# ansible-test of each supported ansible-core, its dependencies pinned by constraints-oldest.txt.
+venvs: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed) $(OLDEST)/.installed
+
+$(VENVS)/ansible-core-%/.installed: constraints-oldest.txt
+	@test -x "$(PYTHON312)" || { echo "Python 3.12 not found at $(PYTHON312); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
+	test -x $(VENVS)/ansible-core-$*/bin/python || "$(PYTHON312)" -m venv $(VENVS)/ansible-core-$*
+	$(VENVS)/ansible-core-$*/bin/pip install --quiet ansible-core==$* -c <(grep -v '^ansible-core==' constraints-oldest.txt)
+	touch $@
+
+# The whole test venv with the oldest ansible-core, for its molecule run.
+$(OLDEST)/.installed: requirements-dev.txt constraints-oldest.txt
+	@test -x "$(PYTHON312)" || { echo "Python 3.12 not found at $(PYTHON312); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
+	test -x $(OLDEST)/bin/python || "$(PYTHON312)" -m venv $(OLDEST)
+	$(OLDEST)/bin/pip install --quiet --upgrade pip
+	$(OLDEST)/bin/pip install --quiet -r <(grep -v '^ansible-core==' requirements-dev.txt) ansible-core==$(ANSIBLE_CORE_OLDEST) -c constraints-oldest.txt
 	touch $@
 
 collections: venv
@@ -70,7 +96,7 @@ demo-clean:
 	rm -rf demo-output
 
 test: setup
-	$(MAKE) lint sanity units simcluster package molecule
+	$(MAKE) lint sanity units simcluster package molecule molecule-oldest
 
 lint: venv collections docs-check playbooks-check
 	ansible-lint --profile production --offline
@@ -95,21 +121,39 @@ playbooks-check: venv collections
 package: venv collections images
 	scripts/package-test.sh
 
-sanity: venv
-	scripts/ansible-test.sh sanity
+sanity: venvs
+	@for core in $(ANSIBLE_CORES); do \
+		echo "=== ansible-test sanity, ansible-core $$core"; \
+		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH scripts/ansible-test.sh sanity || exit 1; \
+	done
 
-units: venv
-	scripts/ansible-test.sh units
+units: venvs
+	@for core in $(ANSIBLE_CORES); do \
+		echo "=== ansible-test units, ansible-core $$core"; \
+		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH scripts/ansible-test.sh units || exit 1; \
+	done
 
 # The simulated cluster's conformance tests, driven by kubectl and the kubernetes Python client.
 simcluster: venv
 	$(VENV)/bin/python -m pytest -q tests/simcluster/tests
 
-molecule: venv collections mirrors
-	@for scenario in $(SCENARIOS); do \
-		echo "=== molecule test -s $$scenario"; \
+# Each scenario in turn with the ansible-core of the venv whose bin/ leads PATH.
+define run_scenarios
+	@for scenario in $(1); do \
+		echo "=== molecule test -s $$scenario, $$(ansible --version | head -1)"; \
+		start=$$(date +%s); \
 		molecule test -s $$scenario || exit 1; \
+		echo "=== molecule $$scenario passed in $$(( $$(date +%s) - start )) s"; \
 	done
+endef
+
+molecule: venv collections mirrors
+	$(call run_scenarios,$(SCENARIOS))
+
+# The same scenarios with the oldest supported ansible-core on the controller.
+molecule-oldest: export PATH := $(OLDEST)/bin:$(PATH)
+molecule-oldest: venvs collections mirrors
+	$(call run_scenarios,$(SCENARIOS_OLDEST))
 
 bench: venv
 	$(VENV)/bin/python benchmarks/parse_fixtures.py
