@@ -69,3 +69,21 @@ def test_nvlink5_modules_one_a_line(modules):
     content = templar.template(load["ansible.builtin.copy"]["content"])
     assert content.splitlines()[1:] == modules
     assert content.endswith("\n")
+
+
+# set_fact of ansible-core 2.16 to 2.18 turns a text true, false, yes or no into a boolean.
+SET_FACT_BOOLEAN_TEXTS = ("true", "false", "yes", "no")
+
+
+@pytest.mark.parametrize("setting, mode", [(True, "always"), ("true", "always"), ("yes", "always"), (False, "never"),
+                                           ("false", "never"), ("auto", "auto"), ("sometimes", "invalid")])
+def test_fabric_manager_mode_is_no_text_set_fact_makes_a_boolean(setting, mode):
+    task, variables = role_task("gpu_driver", "preflight.yml",
+                                "Read the branch and versions as text (an unquoted 550 is a number in YAML)")
+    variables.update(task.get("vars", {}), gpu_driver_fabric_manager=setting, gpu_driver_branch=570,
+                     gpu_driver_version="", gpu_driver_fabric_manager_version="")
+    facts = Templar(loader=LOADER, variables=variables).template(task["ansible.builtin.set_fact"])
+    assert facts["__gpu_driver_fm_mode"] == mode
+    assert facts["__gpu_driver_requested_branch"] == "570"
+    assert not [name for name, value in facts.items()
+                if isinstance(value, str) and value.strip().lower() in SET_FACT_BOOLEAN_TEXTS]
