@@ -2,6 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """State of a host converged by gpu_driver with Debian's real packages (kernel module none)."""
 
+import base64
 import json
 
 import pytest
@@ -89,8 +90,10 @@ def test_non_free_source_is_what_deb822_repository_writes(host):
     # The module of ansible-core 2.16 writes the same fields in another order (it sorts them from 2.17).
     if tuple(int(part) for part in ANSIBLE_VERSION.split(".")[:2]) < (2, 17):
         pytest.skip("ansible-core %s's deb822_repository does not sort the fields" % ANSIBLE_VERSION)
-    # content, not content_string: the latter drops the file's final newline.
-    text = host.file("/etc/apt/sources.list.d/gpufleet-debian-non-free.sources").content.decode()
+    # Read through slurp: a command's output over the ansible backend loses the file's final newline.
+    slurped = host.ansible("ansible.builtin.slurp", "src=/etc/apt/sources.list.d/gpufleet-debian-non-free.sources",
+                           check=False, become=True)
+    text = base64.b64decode(slurped["content"]).decode()
     fields = dict(line.split(": ", 1) for line in text.splitlines() if line)
     args = "name=%s types=%s uris=%s suites=%s components=%s signed_by=%s" % (
         fields["X-Repolib-Name"], ",".join(fields["Types"].split()), ",".join(fields["URIs"].split()),
