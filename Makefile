@@ -34,12 +34,12 @@ export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
-	@echo "make test    run everything CI runs: lint, sanity, units, the built collection, molecule"
+	@echo "make test    run everything CI runs: lint, sanity and units on ansible-core 2.16-2.21, the built collection, molecule on 2.21 and 2.16"
 	@echo "make setup   system packages, .venv (Python 3.12), collections, podman config, Debian 12/13 images"
 	@echo "make lint | docs | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=nvml_facts]"
 	@echo "make bench | bench-driver | bench-scale | bench-cluster | demo-clean"
 
-setup: system venv venvs collections podman images mirrors
+setup: system venv collections podman images mirrors
 
 system:
 	scripts/system-deps.sh

@@ -87,3 +87,14 @@ def test_fabric_manager_mode_is_no_text_set_fact_makes_a_boolean(setting, mode):
     assert facts["__gpu_driver_requested_branch"] == "570"
     assert not [name for name, value in facts.items()
                 if isinstance(value, str) and value.strip().lower() in SET_FACT_BOOLEAN_TEXTS]
+
+
+@pytest.mark.parametrize("text", ['{\n  "runtimes": {"runc": {}},\n  "log-level": "warn"\n}\n', "[1, 2]\n", "true"])
+def test_rollback_puts_the_exact_text_back(text):
+    # ansible-core 2.16 to 2.18 turn a result that looks like a dict, a list or a boolean into one;
+    # copy would then write daemon.json back as compact JSON.
+    tasks = load_yaml(LOADER, os.path.join(ROLES, "gpu_container_toolkit", "tasks", "restore.yml"))
+    (put,) = [t for t in tasks if t.get("name") == "Put the previous files back"]
+    item = {"path": "/etc/docker/daemon.json", "content": base64.b64encode(text.encode()).decode()}
+    content = Templar(loader=LOADER, variables={"item": item}).template(put["ansible.builtin.copy"]["content"])
+    assert content == text
