@@ -30,14 +30,14 @@ export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
-.PHONY: help setup system venv venvs collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-cluster clean
+.PHONY: help setup system venv venvs collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
 	@echo "make test    run everything CI runs: lint, sanity and units on ansible-core 2.16-2.21, the built collection, molecule on 2.21 and 2.16"
 	@echo "make setup   system packages, .venv (Python 3.12), collections, podman config, Debian 12/13 images"
 	@echo "make lint | docs | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=nvml_facts]"
-	@echo "make bench | bench-driver | bench-scale | bench-cluster | demo-clean"
+	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | demo-clean"
 
 setup: system venv collections podman images mirrors
 
@@ -163,6 +163,10 @@ bench-driver: venv collections images
 
 bench-scale: setup
 	$(VENV)/bin/python benchmarks/site_scale.py
+
+# What a re-run of site.yml that changes nothing costs, against the facts-only play.
+bench-rerun: setup
+	$(VENV)/bin/python benchmarks/rerun_cost.py
 
 # gpu_device_plugin and gpu_smoke_test against 1 and 300 simulated GPU nodes (tests/simcluster).
 bench-cluster: venv collections
