@@ -391,6 +391,7 @@ def empty_gpu(index):
             "current_mode": None,
             "pending_mode": None,
             "devices": [],
+            "profiles": [],
         },
         "ecc": {
             "current_mode": None,
@@ -792,6 +793,47 @@ def query_nvidia_smi(run, executable):
         if list_rc == 0:
             merge_smi_list(parsed["gpus"], parse_smi_list(list_out))
     return answer
+
+
+# One profile row of `nvidia-smi mig -lgip` (both widths: drivers up to 535 and 570 on):
+# |   0  MIG 1g.10gb         19     7/7        9.75       No     16     1     0   |
+_SMI_PROFILE_RE = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+MIG\s+(?P<name>\S+)\s+(?P<id>\d+)\s+(?P<free>\d+)/(?P<total>\d+)\s+"
+    r"(?P<memory>[0-9.]+)\s")
+
+
+def parse_smi_profiles(text):
+    """``nvidia-smi mig -lgip`` -> {GPU index: [{name, id, instances_free, instances_total, memory_gib}]}."""
+    profiles = {}
+    for line in (text or "").splitlines():
+        match = _SMI_PROFILE_RE.match(line)
+        if not match:
+            continue
+        profiles.setdefault(int(match.group("gpu")), []).append({
+            "name": match.group("name"),
+            "id": int(match.group("id")),
+            "instances_free": int(match.group("free")),
+            "instances_total": int(match.group("total")),
+            "memory_gib": float(match.group("memory")),
+        })
+    return profiles
+
+
+def add_mig_profiles(run, executable, gpus):
+    """Add the GPU instance profiles nvidia-smi lists to the MIG-capable GPUs.
+
+    Recent drivers list them whatever the MIG mode; older ones only for GPUs
+    in MIG mode ("No MIG-enabled devices found."), and then the list stays empty.
+    """
+    if not any(((gpu.get("mig") or {}).get("capable")) for gpu in gpus or []):
+        return
+    rc, out, dummy = run([executable, "mig", "-lgip"])
+    if rc != 0:
+        return
+    listed = parse_smi_profiles(out)
+    for gpu in gpus:
+        if (gpu.get("mig") or {}).get("capable") and gpu.get("index") in listed:
+            gpu["mig"]["profiles"] = listed[gpu["index"]]
 
 
 # --------------------------------------------------------------------------
@@ -1649,6 +1691,8 @@ def gather(params, probe):
             else "neither pynvml nor nvidia-smi is available")}
     else:
         answer = query_nvidia_smi(probe.run, smi)
+    if smi is not None and answer.get("gpus"):
+        add_mig_profiles(probe.run, smi, answer["gpus"])
 
     facts = summarise(
         answer,

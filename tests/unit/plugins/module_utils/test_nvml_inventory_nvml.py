@@ -43,7 +43,8 @@ def test_h100():
     assert gpu["power_limit_w"] == 700.0
     assert gpu["virtualization_mode"] == "passthrough"
     assert gpu["serial"] == "0000000000000"
-    assert gpu["mig"] == {"capable": True, "current_mode": "disabled", "pending_mode": "disabled", "devices": []}
+    assert gpu["mig"] == {"capable": True, "current_mode": "disabled", "pending_mode": "disabled", "devices": [],
+                          "profiles": []}
     assert gpu["ecc"] == {
         "current_mode": "enabled", "pending_mode": "enabled",
         "volatile_correctable": 0, "volatile_uncorrectable": 0,
@@ -88,7 +89,8 @@ def test_consumer_gpu_not_supported_values_are_null():
     assert answer["outcome"] == "ok"
     assert gpu["compute_capability"] == "8.9"
     assert gpu["architecture"] == "Ada Lovelace"
-    assert gpu["mig"] == {"capable": False, "current_mode": None, "pending_mode": None, "devices": []}
+    assert gpu["mig"] == {"capable": False, "current_mode": None, "pending_mode": None, "devices": [],
+                          "profiles": []}
     assert set(gpu["ecc"].values()) == {None}
     assert set(gpu["health"].values()) == {None}
     assert gpu["serial"] is None
@@ -268,6 +270,9 @@ class Probe(object):
 
     def run(self, argv):
         self.ran.append(argv)
+        if tuple(argv[1:]) == ("mig", "-lgip") and ("mig", "-lgip") not in self._runs:
+            # What drivers before 570 print for GPUs not in MIG mode.
+            return 6, "No MIG-enabled devices found.\n", ""
         return self._runs[tuple(argv[1:])]
 
     def pci_devices(self):
@@ -307,7 +312,8 @@ def test_auto_prefers_nvml():
     assert facts["source"] == "nvml"
     assert facts["state"] == "ok"
     assert facts["gpus"][0]["compute_capability"] == "9.0"
-    assert probe.ran == []
+    # NVML answers everything but the MIG profiles, which only nvidia-smi lists by name.
+    assert [argv[1:] for argv in probe.ran] == [["mig", "-lgip"]]
 
 
 def test_auto_falls_back_to_nvidia_smi():
