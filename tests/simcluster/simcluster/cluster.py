@@ -94,6 +94,7 @@ class Cluster:
         self.faults = Faults()
         self.base_dir = base_dir
         self.gpus = {}
+        self.gpu_specs = {}
         self.runtime = {}
         self.node_index = {}
         self.requests = 0
@@ -123,9 +124,18 @@ class Cluster:
         for fault in self.description.get("faults") or []:
             self.faults.add(fault)
 
+    def read_gpus(self, name):
+        """Read a node's GPUs again where they come from a command (its nvidia-smi), as a starting
+        device plugin enumerates them."""
+        spec = self.gpu_specs.get(name) or {}
+        if spec.get("command"):
+            self.gpus[name] = gpu_model.node_gpus(spec, name, self.base_dir)
+        return self.gpus.get(name, [])
+
     def add_node(self, entry, index):
         name = entry["name"]
         self.node_index[name] = index
+        self.gpu_specs[name] = entry.get("gpus")
         self.gpus[name] = gpu_model.node_gpus(entry.get("gpus"), name, self.base_dir)
         labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
                   "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}

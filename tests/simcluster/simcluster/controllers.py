@@ -860,6 +860,7 @@ class Controllers:
                     raise gpu_model.PluginError("Incompatible strategy detected auto\nIf this is a GPU node, did "
                                                 "you configure the NVIDIA Container Toolkit?")
                 config = gpu_model.plugin_config(argv, env, lambda p: self._read_file(pod, container, p))
+                self.cluster.read_gpus(node["metadata"]["name"])
                 resources = gpu_model.advertised(self._healthy_gpus(node["metadata"]["name"]), config)
                 if self.cluster.faults.active("plugin-crashloop", node=node["metadata"]["name"]):
                     raise gpu_model.PluginError("failed to initialize NVML: ERROR_UNKNOWN")

@@ -17,6 +17,7 @@ from a node label.
 import hashlib
 import os
 import re
+import subprocess
 import xml.etree.ElementTree as ET
 
 import yaml
@@ -42,21 +43,36 @@ def load_capture(path):
     gpus = []
     if "# $ nvidia-smi -L" in text:
         section = text.split("# $ nvidia-smi -L", 1)[1].split("\n", 2)[2]
-        for line in section.split("\n"):
-            if line.startswith("####"):
-                break
-            gpu = _GPU_LINE.match(line)
-            mig = _MIG_LINE.match(line)
-            if gpu:
-                gpus.append({"name": gpu.group(2), "uuid": gpu.group(3), "mig": []})
-            elif mig and gpus:
-                gpus[-1]["mig"].append({"profile": mig.group(1), "uuid": mig.group(3)})
-        return gpus
+        return parse_list(section.split("\n####", 1)[0])
     root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text))
     for gpu in root.findall("gpu"):
         gpus.append({"name": (gpu.findtext("product_name") or "").strip(),
                      "uuid": (gpu.findtext("uuid") or "").strip(), "mig": []})
     return gpus
+
+
+def parse_list(text):
+    """[{name, uuid, mig: [{profile, uuid}]}] from what ``nvidia-smi -L`` prints."""
+    gpus = []
+    for line in text.split("\n"):
+        gpu = _GPU_LINE.match(line)
+        mig = _MIG_LINE.match(line)
+        if gpu:
+            gpus.append({"name": gpu.group(2), "uuid": gpu.group(3), "mig": []})
+        elif mig and gpus:
+            gpus[-1]["mig"].append({"profile": mig.group(1), "uuid": mig.group(3)})
+    return gpus
+
+
+def listed_by_command(argv):
+    """The GPUs a command that prints ``nvidia-smi -L`` names (the node's own nvidia-smi, reached
+    through ``podman exec`` or ``ssh``); none when it fails, as a node whose driver does not answer."""
+    try:
+        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60, check=False,
+                                universal_newlines=True)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return parse_list(result.stdout) if result.returncode == 0 else []
 
 
 def _unique(uuid, node, index):
@@ -65,9 +81,13 @@ def _unique(uuid, node, index):
 
 
 def node_gpus(spec, node, base=None):
-    """GPUs of a node from its cluster-file entry: {capture, count}."""
+    """GPUs of a node from its cluster-file entry: {capture, count}, or {command}: a command that
+    prints the node's ``nvidia-smi -L``, run again each time the device plugin starts there, so that
+    what the node advertises follows its MIG layout as a restarted plugin's would."""
     if not spec:
         return []
+    if spec.get("command"):
+        return listed_by_command([str(word) for word in spec["command"]])
     gpus = load_capture(find_capture(spec["capture"], base))
     count = spec.get("count")
     if not count or count == len(gpus):
