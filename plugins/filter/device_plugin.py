@@ -412,14 +412,16 @@ def _name_unhealthy(row, problems):
 
 
 def fleet_nodes(hosts, hostvars):
-    """Inventory hosts -> [{host, node, facts}]: the Kubernetes node name is the host's
+    """Inventory hosts -> [{host, node, facts, resource}]: the Kubernetes node name is the host's
     ``gpufleet_node_name`` (else its inventory name), facts its ``ansible_facts['nvidia']``
-    (None when not gathered)."""
+    (None when not gathered), resource the MIG resource gpu_mig set for it (``gpu_mig_resource``,
+    None when its devices are advertised as nvidia.com/gpu)."""
     rows = []
     for host in hosts or []:
         variables = hostvars[host] if host in hostvars else {}
         facts = (variables.get("ansible_facts") or {}).get("nvidia")
-        rows.append({"host": host, "node": variables.get("gpufleet_node_name") or host, "facts": facts})
+        rows.append({"host": host, "node": variables.get("gpufleet_node_name") or host, "facts": facts,
+                     "resource": variables.get("gpu_mig_resource") or None})
     return rows
 
 

@@ -384,10 +384,15 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     "problems": [sentences]}.
     """
     by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
-    holders_by_node = _requests_by_node(pods, resource, own_labels)
+    holders_by_resource = {}
     plan, not_tested, problems = [], [], []
     for entry in fleet or []:
         node_name, facts = entry.get("node"), entry.get("facts") or {}
+        # A node whose MIG layout (gpu_mig) advertises MIG devices under their own names is asked for one of those.
+        node_resource = entry.get("resource") or resource
+        if node_resource not in holders_by_resource:
+            holders_by_resource[node_resource] = _requests_by_node(pods, node_resource, own_labels)
+        holders_by_node = holders_by_resource[node_resource]
         node = by_name.get(node_name)
         unhealthy = unhealthy_untested(facts)
         if unhealthy and boolean(skip_unhealthy, strict=False):
@@ -407,11 +412,11 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         if not ready:
             problems.append("%s: node %s is not Ready (%s)" % (entry.get("host"), node_name, why))
             continue
-        allocatable = str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0"))
+        allocatable = str(((node.get("status") or {}).get("allocatable") or {}).get(node_resource, "0"))
         count = int(allocatable) if allocatable.isdigit() else 0
         if count < 1:
             problems.append("%s: node %s advertises no %s (allocatable %s); is the device plugin running there?" % (
-                entry.get("host"), node_name, resource, allocatable))
+                entry.get("host"), node_name, node_resource, allocatable))
             continue
         holders = holders_by_node.get(node_name) or []
         requested = sum(holder[1] for holder in holders)
@@ -420,7 +425,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
             not_tested.append({
                 "host": entry.get("host"), "node": node_name, "facts": facts, "allocatable": count,
                 "requested": requested, "holders": [holder[0] for holder in holders], "why": "busy",
-                "reason": _busy_reason(count, requested, holders, resource)})
+                "reason": _busy_reason(count, requested, holders, node_resource)})
             continue
         request = 1 if gpus == "one" else free
         devices = _device_count(facts)
@@ -431,6 +436,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
             "allocatable": count,
             "requested": requested,
             "request": request,
+            "resource": node_resource,
             # Time-sliced replicas of one GPU show the same UUID: count only one device, or
             # several when every advertised device is a device of its own.
             "expected_devices": request if request == 1 or (request <= devices and count <= devices) else None,

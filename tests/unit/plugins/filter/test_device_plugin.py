@@ -195,9 +195,10 @@ def test_check_reports_an_unknown_config_label_and_a_missing_resource():
 
 def test_fleet_nodes_map_hosts_to_node_names_and_facts():
     hostvars = {"a.example": {"gpufleet_node_name": "a", "ansible_facts": {"nvidia": H100}},
-                "b.example": {"ansible_facts": {}}}
+                "b.example": {"ansible_facts": {}, "gpu_mig_resource": "nvidia.com/mig-1g.10gb"}}
     assert dp.fleet_nodes(["a.example", "b.example"], hostvars) == [
-        {"host": "a.example", "node": "a", "facts": H100}, {"host": "b.example", "node": "b.example", "facts": None}]
+        {"host": "a.example", "node": "a", "facts": H100, "resource": None},
+        {"host": "b.example", "node": "b.example", "facts": None, "resource": "nvidia.com/mig-1g.10gb"}]
 
 
 # ---- rollout --------------------------------------------------------------------

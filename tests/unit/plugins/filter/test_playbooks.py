@@ -27,11 +27,14 @@ def playbook(name):
 
 
 def all_tasks(tasks):
-    """Every task in order, blocks and rescues flattened."""
+    """Every task in order, blocks and rescues flattened, the task files a play imports read in."""
     for task in tasks:
         yield task
         for part in ("block", "rescue", "always"):
             yield from all_tasks(task.get(part) or [])
+        imported = task.get("ansible.builtin.import_tasks")
+        if imported:
+            yield from all_tasks(load_yaml(LOADER, os.path.join(COLLECTION, "playbooks", imported)) or [])
 
 
 def task(play, name):
