@@ -190,7 +190,10 @@ def advertised(gpus, config):
             if not gpu["mig"]:
                 devices.setdefault("nvidia.com/gpu", []).append(gpu["uuid"])
             for mig in gpu["mig"]:
-                devices.setdefault(f"nvidia.com/mig-{mig['profile']}", []).append(mig["uuid"])
+                # A compute instance smaller than its GPU instance (1c.3g.40gb) is not advertised; '+' in a
+                # profile becomes '.' in the resource name (nvidia.com/mig-1g.10gb.me).
+                if re.match(r"^\d+g\.\d+gb", mig["profile"]):
+                    devices.setdefault("nvidia.com/mig-" + mig["profile"].replace("+", "."), []).append(mig["uuid"])
     slicing = (config.get("sharing") or {}).get("timeSlicing") or {}
     out = {}
     for resource, ids in devices.items():

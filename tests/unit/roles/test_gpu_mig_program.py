@@ -1,0 +1,180 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""gpu_mig's gpufleet-mig program against the STAND-IN nvidia-smi of tests/standins, which keeps
+MIG state the way the driver does and prints it in the real tool's formats; and what nvml_facts
+reads from that stand-in."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.nvidia.plugins.filter import mig
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
+
+COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+PROGRAM = os.path.join(COLLECTION, "roles", "gpu_mig", "files", "gpufleet-mig")
+STANDIN = os.path.join(COLLECTION, "tests", "standins", "nvidia-smi")
+CAPTURE = os.path.join(COLLECTION, "tests", "unit", "plugins", "module_utils", "fixtures", "nvidia-smi",
+                       "telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml")
+
+
+@pytest.fixture
+def node(tmp_path):
+    os.makedirs(str(tmp_path / "usr" / "share" / "gpufleet-test"))
+    os.makedirs(str(tmp_path / "var" / "lib" / "gpufleet-test"))
+    shutil.copy(CAPTURE, str(tmp_path / "usr" / "share" / "gpufleet-test" / "nvidia-smi-q-x.xml"))
+    return tmp_path
+
+
+def env(node):
+    return dict(os.environ, GPUFLEET_STANDIN_ROOT=str(node), GPUFLEET_NVIDIA_SMI=STANDIN)
+
+
+def smi(node, *args):
+    result = subprocess.run([sys.executable, STANDIN] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            universal_newlines=True, env=env(node), check=False)
+    return result.returncode, result.stdout
+
+
+def apply(node, layout, *flags):
+    result = subprocess.run([sys.executable, PROGRAM, "--layout-json", json.dumps(layout)] + list(flags),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, env=env(node),
+                            check=False)
+    return result.returncode, json.loads(result.stdout)
+
+
+def layout_of(*gpu_instances, mig_on=True):
+    return {"version": 1, "gpus": [{"index": 0, "uuid": "GPU-513536b6-7d19-9063-b049-1e69664bb298", "mig": mig_on,
+                                    "gpu_instances": [{"profile": p, "compute_instances": c or [p]}
+                                                      for p, c in gpu_instances]}]}
+
+
+BALANCED = layout_of(("3g.40gb", None), ("2g.20gb", None), ("1g.10gb", None), ("1g.10gb", None))
+
+
+def facts(node):
+    """What nvml_facts reads from the stand-in: -q -x, -L and mig -lgip."""
+    def run(argv):
+        return smi(node, *argv[1:]) + ("",)
+    answer = inv.query_nvidia_smi(run, "nvidia-smi")
+    inv.add_mig_profiles(run, "nvidia-smi", answer["gpus"])
+    return {"state": "ok", "gpus": answer["gpus"]}
+
+
+def listed(node):
+    return smi(node, "-L")[1]
+
+
+def test_the_layout_is_made_once_and_then_left_alone(node):
+    rc, result = apply(node, BALANCED)
+    assert rc == 0 and result["status"] == "ok" and result["changed"]
+    assert result["gpus"][0]["actions"][-4:] == ["nvidia-smi mig -i 0 -cgi 3g.40gb -C",
+                                                 "nvidia-smi mig -i 0 -cgi 2g.20gb -C",
+                                                 "nvidia-smi mig -i 0 -cgi 1g.10gb -C",
+                                                 "nvidia-smi mig -i 0 -cgi 1g.10gb -C"]
+    before = listed(node)
+    assert [line.split()[1] for line in before.splitlines()[1:]] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    rc, again = apply(node, BALANCED)
+    assert rc == 0 and not again["changed"] and again["gpus"][0]["actions"] == []
+    assert listed(node) == before
+    # What nvml_facts reads back from the stand-in is what gpu_mig asked for.
+    assert mig.mig_plan(facts(node), "balanced")["changes"] == []
+
+
+def test_a_dry_run_says_what_it_would_do_and_changes_nothing(node):
+    apply(node, BALANCED)
+    before = listed(node)
+    rc, result = apply(node, layout_of(("7g.80gb", None)), "--dry-run")
+    assert rc == 0 and result["gpus"][0]["actions"] == [
+        "nvidia-smi mig -i 0 -dci", "nvidia-smi mig -i 0 -dgi", "nvidia-smi mig -i 0 -cgi 7g.80gb -C"]
+    assert result["gpus"][0]["after"] == "MIG enabled: 7g.80gb"
+    assert listed(node) == before
+
+
+def test_compute_instances_are_made_inside_their_gpu_instance(node):
+    rc, result = apply(node, layout_of(("4g.40gb", None), ("3g.40gb", ["1c.3g.40gb", "2c.3g.40gb"])))
+    assert rc == 0, result
+    assert "nvidia-smi mig -i 0 -gi 2 -cci 1c.3g.40gb,2c.3g.40gb" in result["gpus"][0]["actions"]
+    out = smi(node, "mig", "-lci")[1]
+    assert "MIG 1c.3g.40gb" in out and "MIG 2c.3g.40gb" in out
+    gpu = facts(node)["gpus"][0]
+    groups = sorted(sorted(d["profile"] for d in gpu["mig"]["devices"] if d["gpu_instance_id"] == gi)
+                    for gi in {d["gpu_instance_id"] for d in gpu["mig"]["devices"]})
+    assert groups == [["1c.3g.40gb", "2c.3g.40gb"], ["4g.40gb"]]
+
+
+def test_a_gpu_with_processes_is_not_touched(node):
+    apply(node, BALANCED)
+    before = listed(node)
+    (node / "var" / "lib" / "gpufleet-test" / "processes.json").write_text(
+        '[{"pid": 4242, "name": "python3", "gpu": 0}]')
+    rc, result = apply(node, layout_of(("7g.80gb", None)))
+    assert rc == 3 and result["status"] == "busy" and not result["changed"]
+    assert "GPU 0 runs 1 process(es) (4242 python3)" in result["message"]
+    assert listed(node) == before
+
+
+def test_a_held_gpu_needs_a_reset_to_change_mode(node):
+    (node / "var" / "lib" / "gpufleet-test" / "mig-held").write_text("")
+    rc, result = apply(node, layout_of(mig_on=False))
+    # The capture's GPU is in MIG mode: turning it off stays pending while another client holds it.
+    assert rc == 4 and result["status"] == "reset_needed"
+    assert "MIG mode on GPU 0 is disabled from the next GPU reset" in result["message"]
+    assert "<pending_mig>Disabled</pending_mig>" in smi(node, "-q", "-x")[1]
+    rc, result = apply(node, layout_of(mig_on=False), "--allow-reset")
+    assert rc == 0 and "nvidia-smi -i 0 -r" in result["gpus"][0]["actions"]
+    assert "<current_mig>Disabled</current_mig>" in smi(node, "-q", "-x")[1]
+    rc, result = apply(node, BALANCED, "--allow-reset")
+    assert rc == 0 and result["gpus"][0]["after"].startswith("MIG enabled: ")
+
+
+def test_instances_do_not_survive_a_reboot_and_the_mode_does(node):
+    apply(node, BALANCED)
+    shutil.rmtree(str(node / "run"))
+    assert listed(node).count("MIG ") == 0
+    assert "<current_mig>Enabled</current_mig>" in smi(node, "-q", "-x")[1]
+    rc, result = apply(node, BALANCED)
+    assert rc == 0 and result["changed"] and listed(node).count("MIG ") == 4
+
+
+def test_a_gpu_the_layout_names_but_the_node_lacks_is_an_error(node):
+    layout = layout_of(("7g.80gb", None))
+    layout["gpus"][0]["uuid"] = "GPU-00000000-0000-0000-0000-000000000000"
+    rc, result = apply(node, layout)
+    assert rc == 2 and "which nvidia-smi does not list" in result["message"]
+    rc, result = apply(node, {"gpus": []})
+    assert rc == 2 and "not a gpufleet MIG layout" in result["message"]
+
+
+def test_the_standin_prints_the_formats_of_the_real_tool(node):
+    apply(node, BALANCED)
+    rc, out = smi(node, "mig", "-lgip")
+    lines = out.splitlines()
+    assert rc == 0 and {len(line) for line in lines} == {79}
+    assert lines[5] == "|   0  MIG 1g.10gb       19     0/7        9.75       No     14     0     0   |"
+    profiles = inv.parse_smi_profiles(out)[0]
+    assert [(p["name"], p["id"], p["instances_total"]) for p in profiles] == [
+        ("1g.10gb", 19, 7), ("1g.10gb+me", 20, 1), ("1g.20gb", 15, 4), ("2g.20gb", 14, 3), ("3g.40gb", 9, 2),
+        ("4g.40gb", 5, 1), ("7g.80gb", 0, 1)]
+    assert {len(line) for line in smi(node, "mig", "-lgi")[1].splitlines()} == {57}
+    assert {len(line) for line in smi(node, "mig", "-lci")[1].splitlines()} == {70}
+    assert smi(node, "mig", "-cgi", "5g.40gb")[1].splitlines() == [
+        "Unable to create a GPU instance on GPU  0 using profile 5g.40gb: Invalid Argument",
+        "Failed to create GPU instances: Invalid Argument"]
+    assert inv.parse_smi_list(listed(node))[0]["mig_devices"][0]["profile"] == "3g.40gb"
+
+
+def test_profiles_parse_from_both_table_widths():
+    wide = ("|   0  MIG 1g.18gb         19     5/7        16.00      No     16     1     0   |\n"
+            "|                                                               1     1     0   |\n"
+            "|   0  MIG 7g.141gb         0     0/1        140.00     No     132    7     0   |\n")
+    assert inv.parse_smi_profiles(wide) == {0: [
+        {"name": "1g.18gb", "id": 19, "instances_free": 5, "instances_total": 7, "memory_gib": 16.0},
+        {"name": "7g.141gb", "id": 0, "instances_free": 0, "instances_total": 1, "memory_gib": 140.0}]}
+    assert inv.parse_smi_profiles("No MIG-enabled devices found.\n") == {}
