@@ -18,8 +18,8 @@ from ansible_collections.gpufleet.nvidia.plugins.filter import mig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-PROGRAM = os.path.join(COLLECTION, "roles", "gpu_mig", "files", "gpufleet-mig")
-STANDIN = os.path.join(COLLECTION, "tests", "standins", "nvidia-smi")
+PROGRAM = os.path.join(COLLECTION, "roles", "gpu_mig", "files", "gpufleet_mig.py")
+STANDIN = os.path.join(COLLECTION, "tests", "standins", "nvidia_smi.py")
 CAPTURE = os.path.join(COLLECTION, "tests", "unit", "plugins", "module_utils", "fixtures", "nvidia-smi",
                        "telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml")
 
@@ -33,7 +33,12 @@ def node(tmp_path):
 
 
 def env(node):
-    return dict(os.environ, GPUFLEET_STANDIN_ROOT=str(node), GPUFLEET_NVIDIA_SMI=STANDIN)
+    # The stand-in as the program runs nvidia-smi: one word, an executable that runs nvidia_smi.py.
+    wrapper = node / "nvidia-smi"
+    if not wrapper.exists():
+        wrapper.write_text("#!/bin/sh\nexec %s %s \"$@\"\n" % (sys.executable, STANDIN))
+        wrapper.chmod(0o755)
+    return dict(os.environ, GPUFLEET_STANDIN_ROOT=str(node), GPUFLEET_NVIDIA_SMI=str(wrapper))
 
 
 def smi(node, *args):
