@@ -66,10 +66,14 @@ KNOWN_GPUS = [
     (r"\bH100 NVL\b", 0, 1 << 30, 8, _SHAPES_7, _family_7(12, 24, 47, 94),
      ["3g.47gb", "2g.24gb", "1g.12gb", "1g.12gb"]),
     (r"\bGH200\b", 0, 110000, 8, _SHAPES_7, _family_7(12, 24, 48, 96), ["3g.48gb", "2g.24gb", "1g.12gb", "1g.12gb"]),
-    (r"\b(GH200|H200)\b", 110000, 1 << 30, 8, _SHAPES_7, _family_7(18, 35, 71, 141),
+    (r"\bGH200\b", 110000, 1 << 30, 8, _SHAPES_7, _family_7(18, 36, 72, 144),
+     ["3g.72gb", "2g.36gb", "1g.18gb", "1g.18gb"]),
+    (r"\bH200\b", 110000, 1 << 30, 8, _SHAPES_7, _family_7(18, 35, 71, 141),
      ["3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"]),
     (r"\bH100\b", 0, 90000, 8, _SHAPES_7, _family_7(10, 20, 40, 80), ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]),
-    (r"\bH100\b", 90000, 1 << 30, 8, _SHAPES_7, _family_7(12, 24, 48, 96), ["3g.48gb", "2g.24gb", "1g.12gb", "1g.12gb"]),
+    # 94 GB (H100 NVL, H100 94GB) report about 95830 MiB; the 96 GB H100 of GH200 about 97871 MiB.
+    (r"\bH100\b", 90000, 96800, 8, _SHAPES_7, _family_7(12, 24, 47, 94), ["3g.47gb", "2g.24gb", "1g.12gb", "1g.12gb"]),
+    (r"\bH100\b", 96800, 1 << 30, 8, _SHAPES_7, _family_7(12, 24, 48, 96), ["3g.48gb", "2g.24gb", "1g.12gb", "1g.12gb"]),
     (r"\bGB200\b", 0, 1 << 30, 8, _SHAPES_7, _family_7(23, 47, 93, 186), ["3g.93gb", "2g.47gb", "1g.23gb", "1g.23gb"]),
     (r"\bB200\b", 0, 1 << 30, 8, _SHAPES_7, _family_7(23, 45, 90, 180), ["3g.90gb", "2g.45gb", "1g.23gb", "1g.23gb"]),
 ]
@@ -269,12 +273,19 @@ def _gpu_selection(entry, where, gpus):
 
 
 def current_instances(gpu):
-    """What a GPU runs: sorted GPU instances, each the sorted profiles of its compute instances."""
-    groups = {}
+    """What a GPU runs: sorted GPU instances, each the sorted profiles of its compute instances. A GPU
+    instance with one compute instance spanning it goes by its GPU instance profile where the facts
+    have it (``nvidia-smi -L`` names a 1g.10gb+me instance's device 1g.10gb)."""
+    groups, profiles = {}, {}
     for device in (gpu.get("mig") or {}).get("devices") or []:
         key = device.get("gpu_instance_id")
         key = ("device", device.get("index")) if key is None else ("gi", key)
         groups.setdefault(key, []).append(str(device.get("profile") or "unknown"))
+        if device.get("gpu_instance_profile"):
+            profiles[key] = str(device["gpu_instance_profile"])
+    for key, group in groups.items():
+        if len(group) == 1 and key in profiles and profiles[key].split("+", 1)[0] == group[0]:
+            group[0] = profiles[key]
     return sorted(sorted(group) for group in groups.values())
 
 
@@ -385,7 +396,7 @@ def mig_plan(facts, layout, variable="gpu_mig_layout"):
                 wanted[index] = (where, {"mig": True, "instances": instances})
     if errors:
         return answer
-    mig_devices, whole = [], 0
+    mig_devices, whole, empty_mig = [], 0, 0
     for gpu in gpus:
         mig = gpu.get("mig") or {}
         current = {"mode": mig.get("current_mode"), "pending": mig.get("pending_mode"),
@@ -396,6 +407,7 @@ def mig_plan(facts, layout, variable="gpu_mig_layout"):
             row.update(wanted=None, action="none", after=row["before"] + " (not in %s, left alone)" % variable)
             if current["mode"] == "enabled":
                 mig_devices.extend(device for group in current["instances"] for device in group)
+                empty_mig += 0 if current["instances"] else 1
             else:
                 whole += 1
             answer["gpus"].append(row)
@@ -410,13 +422,14 @@ def mig_plan(facts, layout, variable="gpu_mig_layout"):
             whole += 1
         else:
             row["after"] = _state_words("enabled", target)
-            if current["mode"] != "enabled":
+            if current["mode"] != "enabled" or current["pending"] == "disabled":
                 row["action"] = "enable"
             elif current["instances"] != target:
                 row["action"] = "repartition"
             else:
                 row["action"] = "none"
             mig_devices.extend(name for group in target for name in group)
+            empty_mig += 0 if target else 1
         answer["gpus"].append(row)
         answer["config"]["gpus"].append({
             "index": gpu["index"], "uuid": gpu.get("uuid"), "mig": declared["mig"],
@@ -429,7 +442,8 @@ def mig_plan(facts, layout, variable="gpu_mig_layout"):
     if advertised:
         # NVIDIA's plugin refuses, under single, a compute instance smaller than its GPU instance.
         split = [name for name in mig_devices if not _GI_RE.match(name)]
-        if whole == 0 and len(set(advertised)) == 1 and not split:
+        # Nor does it take, under single, a GPU in MIG mode without MIG devices (mixed ignores it).
+        if whole == 0 and empty_mig == 0 and len(set(advertised)) == 1 and not split:
             answer["strategy"] = "single"
             answer["advertised"] = {"nvidia.com/gpu": len(advertised)}
         else:

@@ -363,6 +363,14 @@ def unhealthy_reason(facts):
     return "not tested: unhealthy: %s" % (node_health(facts)["text"] or "no problem named")
 
 
+_MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb")
+
+
+def _mig_resource_order(name):
+    match = _MIG_RESOURCE_RE.match(name)
+    return (int(match.group(1)), int(match.group(2)), name) if match else (99, 0, name)
+
+
 def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=None, own_labels=None,
                skip_unhealthy=True):
     """Which pod goes where, which nodes are left alone because they are busy or unhealthy, and why a node
@@ -412,7 +420,19 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         if not ready:
             problems.append("%s: node %s is not Ready (%s)" % (entry.get("host"), node_name, why))
             continue
-        allocatable = str(((node.get("status") or {}).get("allocatable") or {}).get(node_resource, "0"))
+        advertised = ((node.get("status") or {}).get("allocatable") or {})
+        if not entry.get("resource") and str(advertised.get(node_resource, "0")) in ("", "0"):
+            # A node partitioned under the MIG strategy mixed advertises MIG devices only: ask for the
+            # smallest of them it has.
+            mig = sorted((name for name, value in advertised.items()
+                          if name.startswith("nvidia.com/mig-") and str(value) not in ("", "0")),
+                         key=_mig_resource_order)
+            if mig and node_resource == "nvidia.com/gpu":
+                node_resource = mig[0]
+                if node_resource not in holders_by_resource:
+                    holders_by_resource[node_resource] = _requests_by_node(pods, node_resource, own_labels)
+                holders_by_node = holders_by_resource[node_resource]
+        allocatable = str(advertised.get(node_resource, "0"))
         count = int(allocatable) if allocatable.isdigit() else 0
         if count < 1:
             problems.append("%s: node %s advertises no %s (allocatable %s); is the device plugin running there?" % (

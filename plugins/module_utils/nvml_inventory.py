@@ -433,6 +433,7 @@ def empty_mig_device(index):
         "gpu_instance_id": None,
         "compute_instance_id": None,
         "profile": None,
+        "gpu_instance_profile": None,
         "memory_total_mib": None,
         "multiprocessor_count": None,
         "uuid": None,
@@ -819,21 +820,44 @@ def parse_smi_profiles(text):
     return profiles
 
 
-def add_mig_profiles(run, executable, gpus):
-    """Add the GPU instance profiles nvidia-smi lists to the MIG-capable GPUs.
+# One GPU instance row of `nvidia-smi mig -lgi` (both widths):
+# |   0  MIG 1g.10gb+me        20       11          4:1     |
+_SMI_GPU_INSTANCE_RE = re.compile(
+    r"^\|\s*(?P<gpu>\d+)\s+MIG\s+(?P<name>\S+)\s+(?P<profile_id>\d+)\s+(?P<id>\d+)\s+\d+:\d+\s*\|$")
 
-    Recent drivers list them whatever the MIG mode; older ones only for GPUs
+
+def parse_smi_gpu_instances(text):
+    """``nvidia-smi mig -lgi`` -> {GPU index: {GPU instance ID: profile name}}."""
+    instances = {}
+    for line in (text or "").splitlines():
+        match = _SMI_GPU_INSTANCE_RE.match(line)
+        if match:
+            instances.setdefault(int(match.group("gpu")), {})[int(match.group("id"))] = match.group("name")
+    return instances
+
+
+def add_mig_profiles(run, executable, gpus):
+    """Add what ``nvidia-smi mig`` lists to the MIG-capable GPUs: the GPU instance profiles
+    (``-lgip``) and, for GPUs in MIG mode, each MIG device's GPU instance profile (``-lgi``;
+    ``-L`` names a ``1g.10gb+me`` instance's device ``1g.10gb``).
+
+    Recent drivers list the profiles whatever the MIG mode; older ones only for GPUs
     in MIG mode ("No MIG-enabled devices found."), and then the list stays empty.
     """
     if not any(((gpu.get("mig") or {}).get("capable")) for gpu in gpus or []):
         return
     rc, out, dummy = run([executable, "mig", "-lgip"])
-    if rc != 0:
-        return
-    listed = parse_smi_profiles(out)
+    listed = parse_smi_profiles(out) if rc == 0 else {}
     for gpu in gpus:
         if (gpu.get("mig") or {}).get("capable") and gpu.get("index") in listed:
             gpu["mig"]["profiles"] = listed[gpu["index"]]
+    if not any(((gpu.get("mig") or {}).get("devices")) for gpu in gpus):
+        return
+    rc, out, dummy = run([executable, "mig", "-lgi"])
+    instances = parse_smi_gpu_instances(out) if rc == 0 else {}
+    for gpu in gpus:
+        for device in (gpu.get("mig") or {}).get("devices") or []:
+            device["gpu_instance_profile"] = (instances.get(gpu.get("index")) or {}).get(device["gpu_instance_id"])
 
 
 # --------------------------------------------------------------------------

@@ -13,7 +13,8 @@
 #   -i N -mig 0|1             MIG mode; the change is pending while a client holds the
 #                             GPU (the file /var/lib/gpufleet-test/mig-held exists)
 #                             until -r or a reboot
-#   -i N -r                   GPU reset: a pending MIG mode becomes current
+#   -i N -r                   GPU reset: a pending MIG mode becomes current; refused while
+#                             a client holds the GPU or a process runs on it
 #   mig -lgip | -lgi | -lci   profiles, GPU instances, compute instances
 #   mig [-i N] -cgi P[,P...] [-C] | -gi G -cci C[,C...] | -dci [-gi G -ci C] | -dgi [-gi G]
 # MIG mode lives in /var/lib/gpufleet-test/mig-mode.json (it survives a reboot, as
@@ -23,7 +24,8 @@
 # The profile table (IDs, sizes, placements, GPU instance IDs by placement) is
 # the A100/H100 80GB one of NVIDIA's MIG User Guide; GPU instance IDs follow
 # the placements seen in the captures (a100 4x1g.20gb: 3-6; h100 3g/2g/1g/1g: 2, 3, 9, 10);
-# a new instance takes the highest free placement.
+# a new instance takes the lowest free placement. A GPU instance's one compute instance is
+# named after the profile without +me, as -lci and -L print it.
 # Values not from the capture: <attached_gpus> is the number of GPUs printed
 # (the a100 capture says 4 and prints one); once Debian's nvidia-smi package is
 # installed (gpu_driver), <driver_version> is that package's upstream version.
@@ -111,8 +113,18 @@ def gpus_of(text):
     return gpus
 
 
+BOOTED_FILE = ROOT + "/run/gpufleet-test/booted"
+
+
 def modes(gpus):
     state = read_json(MODE_FILE, {})
+    if not os.path.exists(BOOTED_FILE):
+        # The first call since the node booted (/run is a tmpfs): a pending MIG mode took effect when the
+        # driver loaded, as an Ampere GPU's InfoROM setting does at a reboot.
+        for mode in state.values():
+            mode["current"] = mode["pending"]
+        write_json(MODE_FILE, state)
+        write_json(BOOTED_FILE, True)
     for gpu in gpus:
         if gpu["capable"] and gpu["uuid"] not in state:
             # MIG mode as captured; the capture's instances are not kept (as after a reboot).
@@ -273,7 +285,7 @@ def set_mode(args):
 def reset(args):
     text = capture()
     gpus = selected(args, gpus_of(text))
-    if read_json(PROCESSES_FILE, []):
+    if read_json(PROCESSES_FILE, []) or os.path.exists(HELD_FILE):
         print("Unable to reset this GPU because it's being used by some other process (e.g. CUDA application, "
               "graphics application like X server, monitoring application like other instance of nvidia-smi). "
               "Please first kill all processes using this GPU and all compute applications running in the system.")
@@ -287,8 +299,6 @@ def reset(args):
         print("GPU %s was successfully reset." % gpu["bus"])
     write_json(MODE_FILE, state)
     write_json(INSTANCES_FILE, held)
-    if os.path.exists(HELD_FILE):
-        os.remove(HELD_FILE)
     print("All done.")
     return 0
 
@@ -440,9 +450,9 @@ def create_gpu_instances(args):
                 break
             pid, slices, memory, most, starts, ids = SHAPES[kind]
             used = _used_slots(gis)
-            # The highest free placement, as in the MIG User Guide's examples (a second 3g.20gb gets GPU
-            # instance ID 1 after the first got 2).
-            start = next((s for s in reversed(starts) if not set(range(s, s + memory)) & used), None)
+            # The lowest free placement, as in the MIG User Guide's example and an H100 capture (the first
+            # 3g instance at 0:4): largest first does not always fit, another order may.
+            start = next((s for s in starts if not set(range(s, s + memory)) & used), None)
             if start is None or len([g for g in gis if g["kind"] == kind]) >= most:
                 print("Unable to create a GPU instance on GPU %2d using profile %d: Insufficient Resources" % (
                     gpu["index"], pid))
@@ -456,9 +466,9 @@ def create_gpu_instances(args):
             print("Successfully created GPU instance ID %2d on GPU %2d using profile MIG %s (ID %2d)" % (
                 gi_id, gpu["index"], name, pid))
             if with_ci:
-                gi["cis"].append({"id": 0, "name": name, "slices": slices, "start": 0})
+                gi["cis"].append({"id": 0, "name": name.split("+", 1)[0], "slices": slices, "start": 0})
                 print("Successfully created compute instance ID %2d on GPU %2d GPU instance ID %2d using profile "
-                      "MIG %s (ID %2d)" % (0, gpu["index"], gi_id, name, CI_PROFILE_IDS.get(slices, 0)))
+                      "MIG %s (ID %2d)" % (0, gpu["index"], gi_id, name.split("+", 1)[0], CI_PROFILE_IDS.get(slices, 0)))
     write_json(INSTANCES_FILE, held)
     return rc
 

@@ -26,6 +26,7 @@ Exit status: 0 ok, 2 error, 3 busy (nothing changed), 4 a GPU needs a reset or r
 """
 
 import argparse
+import itertools
 import json
 import os
 import re
@@ -37,6 +38,12 @@ DEFAULT_LAYOUT = "/etc/gpufleet/mig-layout.json"
 LIST_GPU = re.compile(r"^GPU (?P<index>\d+): .* \(UUID: (?P<uuid>[^)]+)\)\s*$")
 LIST_MIG = re.compile(r"^\s+MIG\s+(?P<profile>\S+)\s+Device\s+(?P<index>\d+):\s*\(UUID:\s*(?P<uuid>[^)]*)\)\s*$")
 CREATED_GI = re.compile(r"Successfully created GPU instance ID\s+(?P<id>\d+)")
+# A row of `nvidia-smi mig -lgi` (the widths of drivers up to 535 and of 570 on):
+# |   0  MIG 1g.10gb+me        20       11          4:1     |
+LIST_GI = re.compile(r"^\|\s*(?P<gpu>\d+)\s+MIG\s+(?P<profile>\S+)\s+(?P<profile_id>\d+)\s+(?P<id>\d+)\s+\d+:\d+\s*\|$")
+NOTHING_TO_DESTROY = ("No GPU instances found: Not Found", "No compute instances found: Not Found")
+# Orders of GPU instances tried before a layout is given up (the driver chooses each placement).
+MAX_ORDERS = 200
 GI_PROFILE = re.compile(r"^(?P<slices>\d+)g\.(?P<memory>\d+)gb")
 
 
@@ -91,20 +98,33 @@ def read_state():
             profiles[index] = {}
         elif mig and index is not None:
             profiles[index][int(mig.group("index"))] = mig.group("profile")
+    # The GPU instances with their profile names: -L names a GPU instance's one compute instance after
+    # the profile without its +me, and lists no GPU instance that has no compute instance.
+    gpu_instances = {}
+    rc, out, err = smi(["mig", "-lgi"])
+    if rc == 0:
+        for line in out.splitlines():
+            row = LIST_GI.match(line)
+            if row:
+                gpu_instances.setdefault(int(row.group("gpu")), {})[row.group("id")] = row.group("profile")
     state = {}
     for position, node in enumerate(root.findall("gpu")):
-        minor = (node.findtext("minor_number") or "").strip()
         index = position
         groups = {}
         for device in node.findall("mig_devices/mig_device"):
             number = int((device.findtext("index") or "0").strip())
             gi = (device.findtext("gpu_instance_id") or "").strip()
             groups.setdefault(gi or ("device", number), []).append(profiles.get(index, {}).get(number, "unknown"))
+        for gi, profile in gpu_instances.get(index, {}).items():
+            names = groups.get(gi)
+            if names is None:
+                groups[gi] = ["%s without a compute instance" % profile]
+            elif len(names) == 1 and profile.split("+", 1)[0] == names[0]:
+                groups[gi] = [profile]
         processes = [(p.findtext("pid") or "").strip() + " " + (p.findtext("process_name") or "").strip()
                      for p in node.findall("processes/process_info")]
         state[index] = {
             "uuid": (node.findtext("uuid") or "").strip(),
-            "minor": minor,
             "mode": _mode(node.findtext("mig_mode/current_mig")),
             "pending": _mode(node.findtext("mig_mode/pending_mig")),
             "instances": sorted(sorted(group) for group in groups.values()),
@@ -135,37 +155,43 @@ def _slices(profile):
     return (int(match.group("slices")), int(match.group("memory"))) if match else (0, 0)
 
 
-def _run(argv, actions, dry_run, what, allowed_rc=(0,), quiet_texts=()):
+def _run(argv, actions, dry_run, what, no_room=False):
     actions.append("nvidia-smi " + " ".join(argv))
     if dry_run:
         return ""
     rc, out, err = smi(argv)
     text = (out or "") + (err or "")
-    if rc not in allowed_rc and not any(q in text for q in quiet_texts):
-        raise Failure("%s failed (nvidia-smi %s, rc %d): %s" % (what, " ".join(argv), rc, _first_line(err, out)))
+    if rc != 0:
+        error = NoRoom if no_room and "Insufficient Resources" in text else Failure
+        raise error("%s failed (nvidia-smi %s, rc %d): %s" % (what, " ".join(argv), rc, _first_line(err, out)))
     return text
 
 
-def _destroy(index, current, actions, dry_run):
-    if not current["instances"] and current["mode"] == "enabled":
-        # Instances without compute instances are not listed; destroying them is harmless either way.
-        pass
-    nothing = ("No compute instances found", "No GPU instances found", "Not Found", "No instances found")
-    _run(["mig", "-i", str(index), "-dci"], actions, dry_run, "destroying the compute instances of GPU %d" % index,
-         quiet_texts=nothing)
-    _run(["mig", "-i", str(index), "-dgi"], actions, dry_run, "destroying the GPU instances of GPU %d" % index,
-         quiet_texts=nothing)
+class NoRoom(Failure):
+    """The driver found no placement for a GPU instance."""
 
 
-def _create(index, entry, actions, dry_run):
-    ordered = sorted(entry.get("gpu_instances") or [], key=lambda gi: _slices(gi["profile"]), reverse=True)
-    for gi in ordered:
+def _destroy(index, actions, dry_run):
+    for flag, what in (("-dci", "compute"), ("-dgi", "GPU")):
+        argv = ["mig", "-i", str(index), flag]
+        actions.append("nvidia-smi " + " ".join(argv))
+        if dry_run:
+            continue
+        rc, out, err = smi(argv)
+        lines = [line.strip() for line in (out + err).splitlines() if line.strip()]
+        if rc != 0 and not (lines and all(line in NOTHING_TO_DESTROY for line in lines)):
+            raise Failure("destroying the %s instances of GPU %d failed (nvidia-smi %s, rc %d): %s" % (
+                what, index, " ".join(argv), rc, _first_line(err, out)))
+
+
+def _create_in_order(index, order, actions, dry_run):
+    for gi in order:
         if gi["compute_instances"] == [gi["profile"]]:
-            _run(["mig", "-i", str(index), "-cgi", gi["profile"], "-C"], actions, dry_run,
-                 "creating a %s GPU instance on GPU %d" % (gi["profile"], index))
+            text = _run(["mig", "-i", str(index), "-cgi", gi["profile"], "-C"], actions, dry_run,
+                        "creating a %s GPU instance on GPU %d" % (gi["profile"], index), no_room=True)
             continue
         text = _run(["mig", "-i", str(index), "-cgi", gi["profile"]], actions, dry_run,
-                    "creating a %s GPU instance on GPU %d" % (gi["profile"], index))
+                    "creating a %s GPU instance on GPU %d" % (gi["profile"], index), no_room=True)
         match = CREATED_GI.search(text)
         gi_id = match.group("id") if match else "<new GPU instance>"
         if not dry_run and not match:
@@ -175,11 +201,42 @@ def _create(index, entry, actions, dry_run):
              "creating compute instances %s on GPU %d" % (", ".join(gi["compute_instances"]), index))
 
 
-def apply_gpu(index, entry, state, allow_reset, dry_run):
-    """Bring one GPU to its entry. Returns (row, status)."""
+def _orders(gpu_instances):
+    """Orders to create GPU instances in, largest first, then the other distinct orders."""
+    first = sorted(gpu_instances, key=lambda gi: _slices(gi["profile"]), reverse=True)
+    seen = set()
+    for order in itertools.permutations(first):
+        key = tuple(json.dumps(gi, sort_keys=True) for gi in order)
+        if key not in seen:
+            seen.add(key)
+            yield list(order)
+        if len(seen) >= MAX_ORDERS:
+            return
+
+
+def _create(index, entry, actions, dry_run):
+    """Create the GPU instances. The driver places each where it chooses; when one finds no room, every
+    instance of the GPU is destroyed again and the next order is tried, as NVIDIA's mig-parted does."""
+    tried, last = 0, None
+    for order in _orders(entry.get("gpu_instances") or []):
+        tried += 1
+        try:
+            _create_in_order(index, order, actions, dry_run)
+            return
+        except NoRoom as err:
+            last = err
+            _destroy(index, actions, dry_run)
+        if dry_run:
+            return
+    if tried:
+        raise Failure("no order of creation fits the layout on GPU %d (%d tried): %s" % (index, tried, last))
+
+
+def apply_gpu(index, entry, state, allow_reset, dry_run, actions):
+    """Bring one GPU to its entry, listing the nvidia-smi commands run in ``actions``. Returns (row, status)."""
     current = state[index]
     row = {"index": index, "uuid": current["uuid"], "before": words(current["mode"], current["instances"]),
-           "after": None, "actions": [], "message": None}
+           "after": None, "actions": actions, "message": None}
     if not differs(entry, current):
         row["after"] = row["before"]
         return row, "ok"
@@ -192,20 +249,26 @@ def apply_gpu(index, entry, state, allow_reset, dry_run):
     wanted = "enabled" if entry.get("mig") else "disabled"
     if current["mode"] == "enabled":
         # Instances go before MIG mode changes and before a new layout is created.
-        _destroy(index, current, actions, dry_run)
+        _destroy(index, actions, dry_run)
     if current["pending"] != wanted:
         # Also withdraws a pending change the other way.
         _run(["-i", str(index), "-mig", "1" if entry.get("mig") else "0"], actions, dry_run,
              "%s MIG mode on GPU %d" % ("enabling" if entry.get("mig") else "disabling", index))
     if current["mode"] != wanted:
         mode = wanted if dry_run else read_state()[index]["mode"]
+        refused = None
         if mode != wanted and allow_reset:
-            _run(["-i", str(index), "-r"], actions, dry_run, "resetting GPU %d" % index)
+            try:
+                _run(["-i", str(index), "-r"], actions, dry_run, "resetting GPU %d" % index)
+            except Failure as err:
+                # A client still holds the GPU (or the platform cannot reset it): a reboot makes it effective.
+                refused = str(err)
             mode = read_state()[index]["mode"]
         if mode != wanted:
             row["after"] = "MIG %s pending" % wanted
-            row["message"] = ("MIG mode on GPU %d is %s from the next GPU reset (nvidia-smi -i %d -r, with no process "
-                              "on any GPU) or reboot on" % (index, wanted, index))
+            row["message"] = ("MIG mode on GPU %d is %s from the next GPU reset (nvidia-smi -i %d -r, with no client "
+                              "on the GPU) or reboot on%s" % (index, wanted, index,
+                                                              "; the reset was refused: " + refused if refused else ""))
             return row, "reset_needed"
     if entry.get("mig"):
         _create(index, entry, actions, dry_run)
@@ -243,8 +306,13 @@ def main(argv=None):
         for entry in layout["gpus"]:
             index = by_uuid.get(entry.get("uuid")) if entry.get("uuid") else entry.get("index")
             if index not in state:
-                raise Failure("the layout names GPU %s (%s), which nvidia-smi does not list" % (
-                    entry.get("index"), entry.get("uuid") or "no UUID"))
+                # A GPU replaced since the layout was written: the others still get theirs.
+                result["gpus"].append({"index": entry.get("index"), "uuid": entry.get("uuid"), "before": None,
+                                       "after": None, "actions": [], "message": (
+                                           "the layout names GPU %s (%s), which nvidia-smi does not list" % (
+                                               entry.get("index"), entry.get("uuid") or "no UUID"))})
+                result["status"] = "error"
+                continue
             targets.append((index, entry))
         busy = [state[index] for index, entry in targets if differs(entry, state[index]) and state[index]["processes"]]
         for index, entry in targets:
@@ -255,7 +323,20 @@ def main(argv=None):
                                        "after": None, "actions": [],
                                        "message": "not changed: another GPU of this node is busy"})
                 continue
-            row, status = apply_gpu(index, entry, state, args.allow_reset, args.dry_run)
+            actions = []
+            try:
+                row, status = apply_gpu(index, entry, state, args.allow_reset, args.dry_run, actions)
+            except Failure as err:
+                # One GPU's failure leaves the others to be done; the row says what ran and what the GPU has now.
+                row = {"index": index, "uuid": state[index]["uuid"],
+                       "before": words(state[index]["mode"], state[index]["instances"]), "after": None,
+                       "actions": actions, "message": str(err)}
+                status = "error"
+                try:
+                    now = read_state()[index]
+                    row["after"] = words(now["mode"], now["instances"])
+                except Failure:
+                    pass
             result["gpus"].append(row)
             result["changed"] = result["changed"] or bool(row["actions"])
             if order[status] > order[result["status"]]:

@@ -79,17 +79,37 @@ def listed(node):
 def test_the_layout_is_made_once_and_then_left_alone(node):
     rc, result = apply(node, BALANCED)
     assert rc == 0 and result["status"] == "ok" and result["changed"]
-    assert result["gpus"][0]["actions"][-4:] == ["nvidia-smi mig -i 0 -cgi 3g.40gb -C",
-                                                 "nvidia-smi mig -i 0 -cgi 2g.20gb -C",
-                                                 "nvidia-smi mig -i 0 -cgi 1g.10gb -C",
-                                                 "nvidia-smi mig -i 0 -cgi 1g.10gb -C"]
+    actions = result["gpus"][0]["actions"]
+    # The stand-in places each instance at the lowest free slice, as the driver did in NVIDIA's example:
+    # largest first leaves no room for the second 1g.10gb, so the GPU is emptied and another order tried.
+    assert actions[:3] == ["nvidia-smi mig -i 0 -dci", "nvidia-smi mig -i 0 -dgi", "nvidia-smi mig -i 0 -cgi 3g.40gb -C"]
+    assert actions.count("nvidia-smi mig -i 0 -dgi") >= 2
     before = listed(node)
-    assert [line.split()[1] for line in before.splitlines()[1:]] == ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]
+    assert sorted(line.split()[1] for line in before.splitlines()[1:]) == ["1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb"]
     rc, again = apply(node, BALANCED)
     assert rc == 0 and not again["changed"] and again["gpus"][0]["actions"] == []
     assert listed(node) == before
     # What nvml_facts reads back from the stand-in is what gpu_mig asked for.
     assert mig.mig_plan(facts(node), "balanced")["changes"] == []
+
+
+def test_a_layout_that_fits_in_no_order_fails_and_says_so(node):
+    rc, result = apply(node, layout_of(("4g.40gb", None), ("4g.40gb", None)))
+    assert rc == 2 and "no order of creation fits the layout on GPU 0" in result["message"]
+
+
+def test_media_extension_instances_settle(node):
+    layout = layout_of(("1g.10gb+me", None), ("3g.40gb", None), ("2g.20gb", None))
+    rc, result = apply(node, layout)
+    assert rc == 0, result
+    # -L names the +me instance's device 1g.10gb; -lgi says 1g.10gb+me.
+    assert "MIG 1g.10gb " in listed(node) and "MIG 1g.10gb+me" in smi(node, "mig", "-lgi")[1]
+    rc, again = apply(node, layout)
+    assert rc == 0 and not again["changed"]
+    gpu = facts(node)["gpus"][0]
+    assert sorted(d["gpu_instance_profile"] for d in gpu["mig"]["devices"]) == ["1g.10gb+me", "2g.20gb", "3g.40gb"]
+    assert mig.mig_plan(facts(node), [{"instances": ["1g.10gb+me", "3g.40gb", "2g.20gb"]}])["changes"] == []
+    assert len(mig.mig_plan(facts(node), [{"instances": ["1g.10gb", "3g.40gb", "2g.20gb"]}])["changes"]) == 1
 
 
 def test_a_dry_run_says_what_it_would_do_and_changes_nothing(node):
@@ -125,18 +145,37 @@ def test_a_gpu_with_processes_is_not_touched(node):
     assert listed(node) == before
 
 
-def test_a_held_gpu_needs_a_reset_to_change_mode(node):
-    (node / "var" / "lib" / "gpufleet-test" / "mig-held").write_text("")
-    rc, result = apply(node, layout_of(mig_on=False))
-    # The capture's GPU is in MIG mode: turning it off stays pending while another client holds it.
+def test_a_mode_change_held_by_a_client_waits_for_a_reset_or_a_reboot(node):
+    held = node / "var" / "lib" / "gpufleet-test" / "mig-held"
+    held.write_text("")
+    rc, result = apply(node, layout_of(mig_on=False), "--allow-reset")
+    # The capture's GPU is in MIG mode: turning it off stays pending while another client holds it,
+    # and the reset is refused too.
     assert rc == 4 and result["status"] == "reset_needed"
     assert "MIG mode on GPU 0 is disabled from the next GPU reset" in result["message"]
+    assert "the reset was refused" in result["message"]
     assert "<pending_mig>Disabled</pending_mig>" in smi(node, "-q", "-x")[1]
+    # Once the client has gone, a reset makes it effective.
+    held.unlink()
     rc, result = apply(node, layout_of(mig_on=False), "--allow-reset")
     assert rc == 0 and "nvidia-smi -i 0 -r" in result["gpus"][0]["actions"]
     assert "<current_mig>Disabled</current_mig>" in smi(node, "-q", "-x")[1]
-    rc, result = apply(node, BALANCED, "--allow-reset")
-    assert rc == 0 and result["gpus"][0]["after"].startswith("MIG enabled: ")
+    # Without a reset allowed, a pending enable takes effect at the next boot, and the layout is made then.
+    held.write_text("")
+    rc, result = apply(node, BALANCED)
+    assert rc == 4 and "nvidia-smi -i 0 -r" not in result["gpus"][0]["actions"]
+    shutil.rmtree(str(node / "run"))
+    rc, result = apply(node, BALANCED)
+    assert rc == 0 and result["gpus"][0]["after"] == "MIG enabled: 1g.10gb, 1g.10gb, 2g.20gb, 3g.40gb"
+
+
+def test_one_gpu_that_cannot_be_done_leaves_the_others_to_be_done(node):
+    layout = layout_of(("7g.80gb", None))
+    layout["gpus"].insert(0, {"index": 3, "uuid": "GPU-00000000-0000-0000-0000-000000000000", "mig": True,
+                              "gpu_instances": []})
+    rc, result = apply(node, layout)
+    assert rc == 2 and result["status"] == "error"
+    assert [row["after"] for row in result["gpus"]] == [None, "MIG enabled: 7g.80gb"]
 
 
 def test_instances_do_not_survive_a_reboot_and_the_mode_does(node):
@@ -152,7 +191,7 @@ def test_a_gpu_the_layout_names_but_the_node_lacks_is_an_error(node):
     layout = layout_of(("7g.80gb", None))
     layout["gpus"][0]["uuid"] = "GPU-00000000-0000-0000-0000-000000000000"
     rc, result = apply(node, layout)
-    assert rc == 2 and "which nvidia-smi does not list" in result["message"]
+    assert rc == 2 and "which nvidia-smi does not list" in result["message"] and not result["changed"]
     rc, result = apply(node, {"gpus": []})
     assert rc == 2 and "not a gpufleet MIG layout" in result["message"]
 

@@ -219,3 +219,48 @@ def test_the_plan_does_not_change_the_facts():
     before = copy.deepcopy(facts)
     mig.mig_plan(facts, "balanced")
     assert facts == before
+
+
+def two_a100s():
+    facts = a100()
+    second = copy.deepcopy(facts["gpus"][0])
+    second["index"], second["uuid"] = 1, "GPU-2"
+    facts["gpus"].append(second)
+    return facts
+
+
+def test_a_gpu_in_mig_mode_without_instances_makes_the_strategy_mixed():
+    # NVIDIA's plugin refuses, under single, a MIG-enabled GPU with no MIG device; mixed ignores it.
+    plan = mig.mig_plan(two_a100s(), [{"gpus": [0], "layout": "smallest"}, {"gpus": [1], "instances": []}])
+    assert plan["errors"] == [] and plan["strategy"] == "mixed"
+    assert plan["advertised"] == {"nvidia.com/mig-1g.10gb": 7}
+    plan = mig.mig_plan(two_a100s(), "smallest")
+    assert plan["strategy"] == "single" and plan["advertised"] == {"nvidia.com/gpu": 14}
+    plan = mig.mig_plan(two_a100s(), [{"gpus": [0], "layout": "smallest"}, {"gpus": [1], "mig": False}])
+    assert plan["strategy"] == "mixed"
+    assert plan["advertised"] == {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb": 7}
+
+
+def test_a_pending_disable_on_a_gpu_that_runs_its_layout_is_a_change():
+    facts = a100("enabled", [device(0, 0, "7g.80gb")])
+    assert mig.mig_plan(facts, "largest")["changes"] == []
+    facts["gpus"][0]["mig"]["pending_mode"] = "disabled"
+    assert mig.mig_plan(facts, "largest")["gpus"][0]["action"] == "enable"
+
+
+@pytest.mark.parametrize("name, memory, largest", [
+    ("NVIDIA GH200 480GB", 97871, "7g.96gb"),
+    ("NVIDIA GH200 144G HBM3e", 146831, "7g.144gb"),
+    ("NVIDIA H200", 143771, "7g.141gb"),
+    ("NVIDIA H100 NVL", 95830, "7g.94gb"),
+    ("NVIDIA H100 PCIe", 95830, "7g.94gb"),
+    ("NVIDIA H100 80GB HBM3", 81559, "7g.80gb"),
+    ("NVIDIA A100-SXM4-40GB", 40960, "7g.40gb"),
+    ("NVIDIA B200", 183359, "7g.180gb"),
+    ("NVIDIA A30", 24576, "4g.24gb"),
+])
+def test_the_published_tables_by_product_and_memory(name, memory, largest):
+    facts = a100()
+    facts["gpus"][0]["name"], facts["gpus"][0]["memory_total_mib"] = name, memory
+    plan = mig.mig_plan(facts, "largest")
+    assert plan["errors"] == [] and plan["gpus"][0]["wanted"]["instances"][0]["gpu_instance"] == largest

@@ -234,6 +234,18 @@ def test_plan_places_one_pod_per_testable_node_and_says_why_not_for_the_others()
     ]
 
 
+def test_plan_asks_a_node_under_the_mixed_strategy_for_one_of_its_mig_devices():
+    mixed = node("node-b", {"nvidia.com/mig-3g.40gb": "1", "nvidia.com/mig-2g.20gb": "1",
+                            "nvidia.com/mig-1g.10gb": "2", "nvidia.com/gpu": "0"})
+    entry = st.smoke_plan([fleet()[1]], [mixed], "nvidia.com/gpu", "one")["plan"][0]
+    assert (entry["resource"], entry["request"], entry["allocatable"]) == ("nvidia.com/mig-1g.10gb", 1, 2)
+    # gpu_mig's choice (fleet_nodes' resource) wins, and another resource the user asks for is kept.
+    chosen = dict(fleet()[1], resource="nvidia.com/mig-3g.40gb")
+    assert st.smoke_plan([chosen], [mixed], "nvidia.com/gpu", "one")["plan"][0]["resource"] == "nvidia.com/mig-3g.40gb"
+    shared = st.smoke_plan([fleet()[1]], [mixed], "nvidia.com/gpu.shared", "one")
+    assert shared["plan"] == [] and "advertises no nvidia.com/gpu.shared" in shared["problems"][0]
+
+
 def test_plan_all_asks_for_the_allocatable_count():
     plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "all")["plan"]
     # node-a: one H100 advertised 4 times (time-slicing): the UUID count is not checked.
