@@ -234,7 +234,8 @@ ansible_facts:
               C(power_limit_w), C(numa_node), C(virtualization_mode), C(mig), C(ecc), C(health), C(fabric),
               C(xids), C(error).
             - C(mig) has C(capable), C(current_mode), C(pending_mode), C(devices), each device with
-              C(index), C(gpu_instance_id), C(compute_instance_id), C(profile), C(memory_total_mib),
+              C(index), C(gpu_instance_id), C(compute_instance_id), C(profile), C(gpu_instance_profile) (from
+              C(nvidia-smi mig -lgi), which alone names a C(+me) instance), C(memory_total_mib),
               C(multiprocessor_count), C(uuid), and C(profiles), the GPU instance profiles C(nvidia-smi mig -lgip)
               lists for a MIG-capable GPU (C(name), C(id), C(instances_free), C(instances_total), C(memory_gib));
               empty where nvidia-smi lists none (older drivers list them only for GPUs in MIG mode).
