@@ -26,8 +26,10 @@
 # the placements seen in the captures (a100 4x1g.20gb: 3-6; h100 3g/2g/1g/1g: 2, 3, 9, 10);
 # a new instance takes the lowest free placement. A GPU instance's one compute instance is
 # named after the profile without +me, as -lci and -L print it.
-# Values not from the capture: <attached_gpus> is the number of GPUs printed
-# (the a100 capture says 4 and prints one); once Debian's nvidia-smi package is
+# Values not from the capture: <attached_gpus> is the content of
+# /usr/share/gpufleet-test/attached-gpus when that file exists (the a100 capture
+# says 4 and prints one, which nvml_facts reads as 3 lost GPUs: a test of a
+# healthy one-GPU node writes 1 there); once Debian's nvidia-smi package is
 # installed (gpu_driver), <driver_version> is that package's upstream version.
 import hashlib
 import json
@@ -43,6 +45,7 @@ MODE_FILE = ROOT + "/var/lib/gpufleet-test/mig-mode.json"
 HELD_FILE = ROOT + "/var/lib/gpufleet-test/mig-held"
 PROCESSES_FILE = ROOT + "/var/lib/gpufleet-test/processes.json"
 INSTANCES_FILE = ROOT + "/run/gpufleet-test/mig-instances.json"
+ATTACHED_FILE = ROOT + "/usr/share/gpufleet-test/attached-gpus"
 
 # name suffix kind -> (profile ID, compute slices, memory slices, most instances, starts, first GI ID by start)
 SHAPES = {
@@ -70,6 +73,14 @@ def read_json(path, default):
             return json.load(handle)
     except (OSError, ValueError):
         return default
+
+
+def read_text(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read().strip()
+    except OSError:
+        return ""
 
 
 def write_json(path, data):
@@ -223,7 +234,9 @@ def print_xml(args):
         last = gpu["end"]
     pieces.append(text[last:])
     out = "".join(pieces)
-    out = re.sub(r"<attached_gpus>[^<]*</attached_gpus>", "<attached_gpus>%d</attached_gpus>" % len(gpus), out)
+    attached = read_text(ATTACHED_FILE)
+    if attached:
+        out = re.sub(r"<attached_gpus>[^<]*</attached_gpus>", "<attached_gpus>%s</attached_gpus>" % attached, out)
     sys.stdout.write(out)
     return 0
 

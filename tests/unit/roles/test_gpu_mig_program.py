@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,8 @@ def node(tmp_path):
     os.makedirs(str(tmp_path / "usr" / "share" / "gpufleet-test"))
     os.makedirs(str(tmp_path / "var" / "lib" / "gpufleet-test"))
     shutil.copy(CAPTURE, str(tmp_path / "usr" / "share" / "gpufleet-test" / "nvidia-smi-q-x.xml"))
+    # The capture says 4 GPUs attached and prints one: this node has that one GPU.
+    (tmp_path / "usr" / "share" / "gpufleet-test" / "attached-gpus").write_text("1\n")
     return tmp_path
 
 
@@ -222,3 +225,18 @@ def test_profiles_parse_from_both_table_widths():
         {"name": "1g.18gb", "id": 19, "instances_free": 5, "instances_total": 7, "memory_gib": 16.0},
         {"name": "7g.141gb", "id": 0, "instances_free": 0, "instances_total": 1, "memory_gib": 140.0}]}
     assert inv.parse_smi_profiles("No MIG-enabled devices found.\n") == {}
+
+
+def test_the_standin_prints_the_capture_as_it_is_unless_told_the_gpu_count(node):
+    os.remove(str(node / "usr" / "share" / "gpufleet-test" / "attached-gpus"))
+    with open(CAPTURE, encoding="utf-8") as handle:
+        captured = handle.read()
+    printed = smi(node, "-q", "-x")[1]
+    assert "<attached_gpus>4</attached_gpus>" in printed
+
+    def without_mig_devices(text):
+        return re.sub(r"<mig_devices>.*?</mig_devices>", "", text, flags=re.S)
+
+    # Only the MIG devices are the stand-in's own (none yet, as after a boot).
+    assert without_mig_devices(printed) == without_mig_devices(captured)
+    assert "<mig_devices>None</mig_devices>" in printed
