@@ -30,7 +30,7 @@ export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 
-.PHONY: help setup system venv venvs collections podman images mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system venv venvs venv-oldest collections podman images image-12 image-13 mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
@@ -56,6 +56,10 @@ $(VENV)/.installed: requirements-dev.txt constraints-dev.txt
 # ansible-test of each supported ansible-core, its dependencies pinned by constraints-oldest.txt.
 venvs: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed) $(OLDEST)/.installed
 
+venv-core-%: $(VENVS)/ansible-core-%/.installed ;
+
+venv-oldest: $(OLDEST)/.installed
+
 $(VENVS)/ansible-core-%/.installed: constraints-oldest.txt
 	@test -x "$(PYTHON312)" || { echo "Python 3.12 not found at $(PYTHON312); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
 	test -x $(VENVS)/ansible-core-$*/bin/python || "$(PYTHON312)" -m venv $(VENVS)/ansible-core-$*
@@ -76,8 +80,12 @@ collections: venv
 podman:
 	scripts/podman-setup.sh
 
-images: podman
+images: image-12 image-13
+
+image-12: podman
 	scripts/build-image.sh bookworm $(IMAGE_PREFIX):12
+
+image-13: podman
 	scripts/build-image.sh trixie $(IMAGE_PREFIX):13
 
 mirrors:
@@ -95,8 +103,14 @@ demo-clean:
 	if [ -f demo-output/simcluster/pid ]; then scripts/simcluster stop --state demo-output/simcluster; fi
 	rm -rf demo-output
 
-test: setup
-	$(MAKE) lint sanity units simcluster package molecule molecule-oldest
+# Every check below, side by side (scripts/test-suite.py: MAKE_TEST_JOBS at once, each with its own
+# log under tests/output/make-test/), ending with the time table of each stage and scenario.
+test:
+	python3 scripts/test-suite.py
+
+# A Makefile variable's value, for scripts/test-suite.py.
+print-%:
+	@echo $($*)
 
 lint: venv collections docs-check playbooks-check
 	ansible-lint --profile production --offline
@@ -121,16 +135,16 @@ playbooks-check: venv collections
 package: venv collections images
 	scripts/package-test.sh
 
-sanity: venvs
+sanity: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed)
 	@for core in $(ANSIBLE_CORES); do \
 		echo "=== ansible-test sanity, ansible-core $$core"; \
-		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH scripts/ansible-test.sh sanity || exit 1; \
+		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH ANSIBLE_TEST_WORKDIR=$$core-sanity scripts/ansible-test.sh sanity || exit 1; \
 	done
 
-units: venvs
+units: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed)
 	@for core in $(ANSIBLE_CORES); do \
 		echo "=== ansible-test units, ansible-core $$core"; \
-		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH scripts/ansible-test.sh units || exit 1; \
+		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH ANSIBLE_TEST_WORKDIR=$$core-units scripts/ansible-test.sh units || exit 1; \
 	done
 
 # The simulated cluster's conformance tests, driven by kubectl and the kubernetes Python client.
@@ -152,7 +166,7 @@ molecule: venv collections mirrors
 
 # The same scenarios with the oldest supported ansible-core on the controller.
 molecule-oldest: export PATH := $(OLDEST)/bin:$(PATH)
-molecule-oldest: venvs collections mirrors
+molecule-oldest: $(OLDEST)/.installed collections mirrors
 	$(call run_scenarios,$(SCENARIOS_OLDEST))
 
 bench: venv

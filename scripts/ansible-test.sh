@@ -3,10 +3,15 @@
 # wants it (.../ansible_collections/gpufleet/nvidia), since the repository
 # root is the collection root and its own path has no such parents.
 #   scripts/ansible-test.sh sanity|units [ansible-test options]
+# ANSIBLE_TEST_WORKDIR names the copy (.build/<name>/...), so that runs of
+# several ansible-core releases can go side by side; each copy keeps the
+# virtualenv ansible-test made for its last run (tests/output/.tmp/delegation),
+# which ansible-test checks and completes at every run.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-build="$repo/.build/ansible_collections/gpufleet/nvidia"
+workdir=$repo/.build/${ANSIBLE_TEST_WORKDIR:-default}
+build="$workdir/ansible_collections/gpufleet/nvidia"
 python=${ANSIBLE_TEST_PYTHON:-3.12}
 
 # The pip bootstrap script ansible-test would download (see the stand-in's docstring).
@@ -19,10 +24,19 @@ PY
 )
 cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 mkdir -p "$(dirname "$cache")"
-cmp -s "$repo/scripts/ansible-test-pip-bootstrap.py" "$cache" 2>/dev/null \
-    || cp "$repo/scripts/ansible-test-pip-bootstrap.py" "$cache"
+if ! cmp -s "$repo/scripts/ansible-test-pip-bootstrap.py" "$cache" 2>/dev/null; then
+    # Replaced in one step: another run may be reading it.
+    cp "$repo/scripts/ansible-test-pip-bootstrap.py" "$cache.$$"
+    mv -f "$cache.$$" "$cache"
+fi
 
 # Same files as a clean clone would have: tracked plus new, not ignored.
+# Only the delegation virtualenv of the last run is kept.
+kept="$workdir/delegation"
+rm -rf "$kept"
+if [ -d "$build/tests/output/.tmp/delegation" ]; then
+    mv "$build/tests/output/.tmp/delegation" "$kept"
+fi
 rm -rf "$build"
 mkdir -p "$build"
 (cd "$repo" && git ls-files -z --cached --others --exclude-standard \
@@ -30,6 +44,10 @@ mkdir -p "$build"
     | tar -xf - -C "$build"
 cd "$build"
 git init -q . && git add -A >/dev/null
+if [ -d "$kept" ]; then
+    mkdir -p tests/output/.tmp
+    mv "$kept" tests/output/.tmp/delegation
+fi
 
 command=$1
 shift

@@ -1,0 +1,248 @@
+"""make test: every check, scheduled side by side, and a table of where the time went.
+
+Each check is a job: a `make` target of the Makefile run with its own log
+(tests/output/make-test/<job>.log). Jobs start once the jobs they need have
+passed, at most --jobs at a time, the longest path first (by the times of the
+last run on this machine, .cache/make-test-times.json, or the estimates
+below). Two jobs that share a lock never run at once: a molecule scenario on
+its two controllers (same container names, same ephemeral folder), and the
+ansible-test sanity runs (they create the same cached virtualenvs in
+~/.ansible/test/venv).
+
+When a job fails, no new job starts; the running ones finish, and every failed
+job's log is printed whole. The run ends with the table of each job's time.
+
+    python3 scripts/test-suite.py [--jobs N] [--only GLOB ...] [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+LOGS = REPO / "tests" / "output" / "make-test"
+TIMES = REPO / ".cache" / "make-test-times.json"
+
+
+class Job:
+    def __init__(self, name, stage, argv, needs=(), locks=(), estimate=60):
+        self.name = name
+        self.stage = stage
+        self.argv = argv
+        self.needs = list(needs)
+        self.locks = set(locks)
+        self.estimate = estimate
+        self.state = "waiting"  # waiting, running, passed, failed, skipped
+        self.proc = None
+        self.start = None
+        self.seconds = None
+        self.log = LOGS / f"{name.replace(' ', '_').replace('/', '_')}.log"
+
+
+def make(target, **variables):
+    return ["make", "--no-print-directory", target] + [f"{k}={v}" for k, v in variables.items()]
+
+
+def read_makefile_list(variable):
+    """A variable of the Makefile, as make evaluates it (command-line overrides included)."""
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-s", "print-" + variable],
+        cwd=REPO, check=True, capture_output=True, text=True,
+    ).stdout
+    return out.split()
+
+
+def build_jobs():
+    cores = read_makefile_list("ANSIBLE_CORES")
+    oldest = read_makefile_list("ANSIBLE_CORE_OLDEST")[0]
+    newest = cores[-1]
+    scenarios = read_makefile_list("SCENARIOS")
+    scenarios_oldest = read_makefile_list("SCENARIOS_OLDEST")
+
+    jobs = [
+        Job("system", "set-up", make("system"), estimate=40),
+        Job("podman", "set-up", make("podman"), needs=["system"], estimate=1),
+        Job("venv", "set-up", make("venv"), needs=["system"], estimate=60),
+        Job("collections", "set-up", make("collections"), needs=["venv"], estimate=5),
+        Job("image 12", "set-up", make("image-12"), needs=["podman"], estimate=80),
+        Job("image 13", "set-up", make("image-13"), needs=["podman"], estimate=80),
+        Job("mirrors", "set-up", make("mirrors"), needs=["system"], estimate=10),
+        Job("venv oldest", "set-up", make("venv-oldest"), needs=["system"], estimate=60),
+        Job("lint", "lint", make("lint"), needs=["venv", "collections"], estimate=150),
+        Job("simulator", "simulator", make("simcluster"), needs=["venv"], estimate=150),
+        Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
+    ]
+    for core in cores:
+        jobs.append(Job(f"venv ansible-core {core}", "set-up", make(f"venv-core-{core}"),
+                        needs=["system"], estimate=30))
+        jobs.append(Job(f"sanity {core}", "sanity", make("sanity", ANSIBLE_CORES=core),
+                        needs=[f"venv ansible-core {core}"], locks=["ansible-test-sanity"], estimate=150))
+        jobs.append(Job(f"units {core}", "units", make("units", ANSIBLE_CORES=core),
+                        needs=[f"venv ansible-core {core}"], estimate=120))
+    molecule_needs = ["collections", "image 12", "image 13", "mirrors"]
+    for scenario in scenarios:
+        jobs.append(Job(f"molecule {scenario} {newest}", "molecule", make("molecule", SCENARIOS=scenario),
+                        needs=["venv"] + molecule_needs, locks=[f"scenario {scenario}"], estimate=250))
+    for scenario in scenarios_oldest:
+        jobs.append(Job(f"molecule {scenario} {oldest}", "molecule", make("molecule-oldest", SCENARIOS_OLDEST=scenario),
+                        needs=["venv oldest"] + molecule_needs, locks=[f"scenario {scenario}"], estimate=250))
+    return jobs
+
+
+def load_times():
+    try:
+        return json.loads(TIMES.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def save_times(jobs):
+    times = load_times()
+    for job in jobs:
+        if job.state == "passed":
+            times[job.name] = job.seconds
+    TIMES.parent.mkdir(parents=True, exist_ok=True)
+    TIMES.write_text(json.dumps(times, indent=1, sort_keys=True) + "\n")
+
+
+def priorities(jobs):
+    """The longest path (estimated seconds) from each job to the end of the run."""
+    by_name = {job.name: job for job in jobs}
+    users = {job.name: [] for job in jobs}
+    for job in jobs:
+        for need in job.needs:
+            users[need].append(job.name)
+    memo = {}
+
+    def path(name):
+        if name not in memo:
+            memo[name] = by_name[name].estimate + max((path(u) for u in users[name]), default=0)
+        return memo[name]
+
+    return {job.name: path(job.name) for job in jobs}
+
+
+def stamp(t0):
+    elapsed = int(time.monotonic() - t0)
+    return f"[{elapsed // 60:3d}:{elapsed % 60:02d}]"
+
+
+def print_table(jobs, wall):
+    rows = [job for job in jobs if job.seconds is not None or job.state != "waiting"]
+    print("\n=== make test: time per stage and job (wall seconds; jobs run side by side)")
+    print(f"{'stage':<10} {'job':<48} {'seconds':>7}  result")
+    for stage in ("set-up", "lint", "sanity", "units", "simulator", "package", "molecule"):
+        for job in [j for j in rows if j.stage == stage]:
+            seconds = "" if job.seconds is None else f"{job.seconds:.0f}"
+            print(f"{stage:<10} {job.name:<48} {seconds:>7}  {job.state}")
+    not_run = [job.name for job in jobs if job.state in ("waiting", "skipped")]
+    busy = sum(job.seconds or 0 for job in jobs)
+    print(f"{'total':<10} {'wall clock':<48} {wall:>7.0f}")
+    print(f"{'total':<10} {'sum of the jobs times':<48} {busy:>7.0f}")
+    if not_run:
+        print(f"not run: {', '.join(not_run)}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("MAKE_TEST_JOBS", "4")),
+                        help="jobs at once (MAKE_TEST_JOBS, default 4)")
+    parser.add_argument("--only", action="append", default=[],
+                        help="run the jobs whose names match this glob, and the jobs they need")
+    parser.add_argument("--list", action="store_true", help="list the jobs and exit")
+    args = parser.parse_args()
+
+    jobs = build_jobs()
+    by_name = {job.name: job for job in jobs}
+    if args.only:
+        wanted = set()
+        todo = [job.name for job in jobs if any(fnmatch.fnmatch(job.name, g) for g in args.only)]
+        if not todo:
+            parser.error(f"--only {args.only} matches no job; --list shows them")
+        while todo:
+            name = todo.pop()
+            if name not in wanted:
+                wanted.add(name)
+                todo.extend(by_name[name].needs)
+        jobs = [job for job in jobs if job.name in wanted]
+    known = load_times()
+    for job in jobs:
+        job.estimate = known.get(job.name, job.estimate)
+    prio = priorities(jobs)
+    if args.list:
+        for job in sorted(jobs, key=lambda j: -prio[j.name]):
+            print(f"{job.name:<48} {job.estimate:>6.0f} s  needs: {', '.join(job.needs) or '-'}")
+        return 0
+
+    LOGS.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    stopping = False
+    print(f"make test: {len(jobs)} jobs, {args.jobs} at once; logs in {LOGS.relative_to(REPO)}/", flush=True)
+    while True:
+        running = [job for job in jobs if job.state == "running"]
+        for job in running:
+            rc = job.proc.poll()
+            if rc is None:
+                continue
+            job.seconds = time.monotonic() - job.start
+            job.state = "passed" if rc == 0 else "failed"
+            job.proc.stdout.close()
+            if rc == 0:
+                print(f"{stamp(t0)} passed  {job.name} ({job.seconds:.0f} s)", flush=True)
+            else:
+                stopping = True
+                print(f"{stamp(t0)} FAILED  {job.name} ({job.seconds:.0f} s, exit {rc}); its log follows whole:",
+                      flush=True)
+                sys.stdout.write(job.log.read_text(errors="replace"))
+                print(f"{stamp(t0)} end of the log of {job.name} ({job.log.relative_to(REPO)})", flush=True)
+        running = [job for job in jobs if job.state == "running"]
+        if not stopping:
+            held = set().union(*(job.locks for job in running)) if running else set()
+            ready = [job for job in jobs if job.state == "waiting"
+                     and all(by_name[n].state == "passed" for n in job.needs)
+                     and not job.locks & held]
+            ready.sort(key=lambda j: -prio[j.name])
+            for job in ready:
+                if len(running) >= args.jobs:
+                    break
+                if job.locks & held:
+                    continue
+                job.state = "running"
+                job.start = time.monotonic()
+                out = open(job.log, "w", encoding="utf-8")
+                out.write(f"$ {shlex.join(job.argv)}\n")
+                out.flush()
+                job.proc = subprocess.Popen(job.argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL)
+                job.proc.stdout = out
+                running.append(job)
+                held |= job.locks
+                print(f"{stamp(t0)} start   {job.name}", flush=True)
+        if not running:
+            break
+        time.sleep(0.5)
+
+    for job in jobs:
+        if job.state == "waiting":
+            job.state = "skipped"
+    wall = time.monotonic() - t0
+    save_times(jobs)
+    print_table(jobs, wall)
+    failed = [job.name for job in jobs if job.state == "failed"]
+    if failed:
+        print(f"make test FAILED: {', '.join(failed)}")
+        return 1
+    print(f"make test passed: {len(jobs)} jobs in {wall:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
