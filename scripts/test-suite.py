@@ -32,6 +32,15 @@ LOGS = REPO / "tests" / "output" / "make-test"
 TIMES = REPO / ".cache" / "make-test-times.json"
 
 
+# Seconds each scenario took alone (one at a time) in the last sequential CI run: the order of a
+# first run, before .cache/make-test-times.json has this machine's own times. A new scenario counts
+# as 300 s until it has run once.
+SCENARIO_ESTIMATES = {
+    "gpu_cluster": 376, "gpu_container_toolkit": 346, "gpu_driver_fabric": 299, "gpu_mig": 252,
+    "gpu_driver_cuda_repo": 245, "gpu_driver": 221, "gpu_kubelet": 166, "fleet_report": 77, "nvml_facts": 67,
+}
+
+
 class Job:
     def __init__(self, name, stage, argv, needs=(), locks=(), estimate=60):
         self.name = name
@@ -44,6 +53,7 @@ class Job:
         self.proc = None
         self.start = None
         self.seconds = None
+        self.cpu = None
         self.log = LOGS / f"{name.replace(' ', '_').replace('/', '_')}.log"
 
 
@@ -70,19 +80,20 @@ def build_jobs():
     jobs = [
         Job("system", "set-up", make("system"), estimate=40),
         Job("podman", "set-up", make("podman"), needs=["system"], estimate=1),
-        Job("venv", "set-up", make("venv"), needs=["system"], estimate=60),
+        Job("uv", "set-up", make("uv"), needs=["system"], estimate=5),
+        Job("venv", "set-up", make("venv"), needs=["uv"], estimate=15),
         Job("collections", "set-up", make("collections"), needs=["venv"], estimate=5),
         Job("image 12", "set-up", make("image-12"), needs=["podman"], estimate=80),
         Job("image 13", "set-up", make("image-13"), needs=["podman"], estimate=80),
         Job("mirrors", "set-up", make("mirrors"), needs=["system"], estimate=10),
-        Job("venv oldest", "set-up", make("venv-oldest"), needs=["system"], estimate=60),
+        Job("venv oldest", "set-up", make("venv-oldest"), needs=["uv"], estimate=15),
         Job("lint", "lint", make("lint"), needs=["venv", "collections"], estimate=150),
         Job("simulator", "simulator", make("simcluster"), needs=["venv"], estimate=150),
         Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
     ]
     for core in cores:
         jobs.append(Job(f"venv ansible-core {core}", "set-up", make(f"venv-core-{core}"),
-                        needs=["system"], estimate=30))
+                        needs=["uv"], estimate=5))
         jobs.append(Job(f"sanity {core}", "sanity", make("sanity", ANSIBLE_CORES=core),
                         needs=[f"venv ansible-core {core}"], locks=["ansible-test-sanity"], estimate=150))
         jobs.append(Job(f"units {core}", "units", make("units", ANSIBLE_CORES=core),
@@ -90,10 +101,12 @@ def build_jobs():
     molecule_needs = ["collections", "image 12", "image 13", "mirrors"]
     for scenario in scenarios:
         jobs.append(Job(f"molecule {scenario} {newest}", "molecule", make("molecule", SCENARIOS=scenario),
-                        needs=["venv"] + molecule_needs, locks=[f"scenario {scenario}"], estimate=250))
+                        needs=["venv"] + molecule_needs, locks=[f"scenario {scenario}"],
+                        estimate=SCENARIO_ESTIMATES.get(scenario, 300)))
     for scenario in scenarios_oldest:
         jobs.append(Job(f"molecule {scenario} {oldest}", "molecule", make("molecule-oldest", SCENARIOS_OLDEST=scenario),
-                        needs=["venv oldest"] + molecule_needs, locks=[f"scenario {scenario}"], estimate=250))
+                        needs=["venv oldest"] + molecule_needs, locks=[f"scenario {scenario}"],
+                        estimate=SCENARIO_ESTIMATES.get(scenario, 300)))
     return jobs
 
 
@@ -130,23 +143,39 @@ def priorities(jobs):
     return {job.name: path(job.name) for job in jobs}
 
 
+def machine_cpu():
+    """Busy and total CPU seconds of the whole machine so far (/proc/stat), containers included."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = [int(v) for v in stat.readline().split()[1:9]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]
+    return (sum(fields) - idle) / ticks, sum(fields) / ticks
+
+
 def stamp(t0):
     elapsed = int(time.monotonic() - t0)
     return f"[{elapsed // 60:3d}:{elapsed % 60:02d}]"
 
 
-def print_table(jobs, wall):
-    rows = [job for job in jobs if job.seconds is not None or job.state != "waiting"]
-    print("\n=== make test: time per stage and job (wall seconds; jobs run side by side)")
-    print(f"{'stage':<10} {'job':<48} {'seconds':>7}  result")
+def print_table(jobs, wall, busy, available, width):
+    rows = [job for job in jobs if job.seconds is not None]
+    print(f"\n=== make test: each job's time (wall seconds, {width} jobs side by side on {os.cpu_count()} CPUs;"
+          " CPU: the seconds of its own processes, not of its containers)")
+    print(f"{'stage':<10} {'job':<44} {'wall s':>7} {'CPU s':>7}  result")
     for stage in ("set-up", "lint", "sanity", "units", "simulator", "package", "molecule"):
         for job in [j for j in rows if j.stage == stage]:
-            seconds = "" if job.seconds is None else f"{job.seconds:.0f}"
-            print(f"{stage:<10} {job.name:<48} {seconds:>7}  {job.state}")
+            cpu = "" if job.cpu is None else f"{job.cpu:.0f}"
+            print(f"{stage:<10} {job.name:<44} {job.seconds:>7.0f} {cpu:>7}  {job.state}")
+        stage_jobs = [j for j in rows if j.stage == stage]
+        if len(stage_jobs) > 1:
+            first = min(j.start for j in stage_jobs)
+            last = max(j.start + j.seconds for j in stage_jobs)
+            print(f"{stage:<10} {'(stage, first start to last end)':<44} {last - first:>7.0f}")
+    print(f"{'total':<10} {'wall clock':<44} {wall:>7.0f}")
+    print(f"{'total':<10} {'sum of the jobs wall times':<44} {sum(j.seconds for j in rows):>7.0f}")
+    print(f"{'total':<10} {'machine CPU busy (of ' + format(available, '.0f') + ' s)':<44} {busy:>7.0f}"
+          f"  {100 * busy / max(available, 1):.0f}%")
     not_run = [job.name for job in jobs if job.state in ("waiting", "skipped")]
-    busy = sum(job.seconds or 0 for job in jobs)
-    print(f"{'total':<10} {'wall clock':<48} {wall:>7.0f}")
-    print(f"{'total':<10} {'sum of the jobs times':<48} {busy:>7.0f}")
     if not_run:
         print(f"not run: {', '.join(not_run)}")
 
@@ -184,17 +213,21 @@ def main():
 
     LOGS.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    cpu0 = machine_cpu()
     stopping = False
     print(f"make test: {len(jobs)} jobs, {args.jobs} at once; logs in {LOGS.relative_to(REPO)}/", flush=True)
     while True:
         running = [job for job in jobs if job.state == "running"]
         for job in running:
-            rc = job.proc.poll()
-            if rc is None:
+            pid, status, usage = os.wait4(job.proc.pid, os.WNOHANG)
+            if pid == 0:
                 continue
+            rc = os.waitstatus_to_exitcode(status)
+            job.proc.returncode = rc
+            job.cpu = usage.ru_utime + usage.ru_stime
             job.seconds = time.monotonic() - job.start
             job.state = "passed" if rc == 0 else "failed"
-            job.proc.stdout.close()
+            job.out.close()
             if rc == 0:
                 print(f"{stamp(t0)} passed  {job.name} ({job.seconds:.0f} s)", flush=True)
             else:
@@ -222,7 +255,7 @@ def main():
                 out.flush()
                 job.proc = subprocess.Popen(job.argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL)
-                job.proc.stdout = out
+                job.out = out
                 running.append(job)
                 held |= job.locks
                 print(f"{stamp(t0)} start   {job.name}", flush=True)
@@ -234,8 +267,9 @@ def main():
         if job.state == "waiting":
             job.state = "skipped"
     wall = time.monotonic() - t0
+    cpu1 = machine_cpu()
     save_times(jobs)
-    print_table(jobs, wall)
+    print_table(jobs, wall, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], args.jobs)
     failed = [job.name for job in jobs if job.state == "failed"]
     if failed:
         print(f"make test FAILED: {', '.join(failed)}")
