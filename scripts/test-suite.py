@@ -22,6 +22,7 @@ import fnmatch
 import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -41,20 +42,40 @@ SCENARIO_ESTIMATES = {
 }
 
 
-class Job:
+class Job:  # pylint: disable=too-many-instance-attributes
     def __init__(self, name, stage, argv, needs=(), locks=(), estimate=60):
         self.name = name
         self.stage = stage
         self.argv = argv
         self.needs = list(needs)
-        self.locks = set(locks)
+        self.lock_sources = list(locks)
         self.estimate = estimate
         self.state = "waiting"  # waiting, running, passed, failed, skipped
         self.proc = None
         self.start = None
         self.seconds = None
         self.cpu = None
+        self.locks = set()
         self.log = LOGS / f"{name.replace(' ', '_').replace('/', '_')}.log"
+
+
+class SanityVenvLock:
+    """ansible-test sanity keeps a virtualenv per test in ~/.ansible/test/venv, named by a hash of
+    the pip commands that fill it: releases whose ansible-test bootstraps the same pip and pins the
+    same requirements share one, and two of them must not create it at once. Their sanity runs take
+    this lock (the pip version, read from the release's ansible-test once its venv exists);
+    releases with another pip go side by side."""
+
+    def __init__(self, core):
+        self.core = core
+
+    def __str__(self):
+        venv = REPO / ".venvs" / f"ansible-core-{self.core}"
+        for source in venv.glob("lib/python3*/site-packages/ansible_test/_internal/python_requirements.py"):
+            found = re.search(r"pip='([^']+)'", source.read_text())
+            if found:
+                return f"ansible-test sanity venvs, pip {found.group(1)}"
+        return "ansible-test sanity venvs"
 
 
 def make(target, **variables):
@@ -95,7 +116,7 @@ def build_jobs():
         jobs.append(Job(f"venv ansible-core {core}", "set-up", make(f"venv-core-{core}"),
                         needs=["uv"], estimate=5))
         jobs.append(Job(f"sanity {core}", "sanity", make("sanity", ANSIBLE_CORES=core),
-                        needs=[f"venv ansible-core {core}"], locks=["ansible-test-sanity"], estimate=150))
+                        needs=[f"venv ansible-core {core}"], locks=[SanityVenvLock(core)], estimate=300))
         jobs.append(Job(f"units {core}", "units", make("units", ANSIBLE_CORES=core),
                         needs=[f"venv ansible-core {core}"], estimate=120))
     molecule_needs = ["collections", "image 12", "image 13", "mirrors"]
@@ -150,6 +171,15 @@ def machine_cpu():
     ticks = os.sysconf("SC_CLK_TCK")
     idle = fields[3] + fields[4]
     return (sum(fields) - idle) / ticks, sum(fields) / ticks
+
+
+def lock_chain(job, jobs):
+    """The estimated seconds of the other waiting jobs that share a lock with this one: they can
+    only run after it, one by one, so a job at the head of a long chain goes first."""
+    names = {str(lock) for lock in job.lock_sources}
+    return sum(other.estimate for other in jobs
+               if other is not job and other.state == "waiting"
+               and names & {str(lock) for lock in other.lock_sources})
 
 
 def stamp(t0):
@@ -240,9 +270,11 @@ def main():
         if not stopping:
             held = set().union(*(job.locks for job in running)) if running else set()
             ready = [job for job in jobs if job.state == "waiting"
-                     and all(by_name[n].state == "passed" for n in job.needs)
-                     and not job.locks & held]
-            ready.sort(key=lambda j: -prio[j.name])
+                     and all(by_name[n].state == "passed" for n in job.needs)]
+            for job in ready:
+                job.locks = {str(lock) for lock in job.lock_sources}
+            ready = [job for job in ready if not job.locks & held]
+            ready.sort(key=lambda j: -(prio[j.name] + lock_chain(j, jobs)))
             for job in ready:
                 if len(running) >= args.jobs:
                     break
