@@ -303,6 +303,9 @@ def main():
     save_times(jobs)
     print_table(jobs, wall, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], args.jobs)
     failed = [job.name for job in jobs if job.state == "failed"]
+    passed = sum(job.state == "passed" for job in jobs)
+    skipped = sum(job.state == "skipped" for job in jobs)
+    print(f"jobs: {passed} passed, {len(failed)} failed, {skipped} skipped")
     if failed:
         print(f"make test FAILED: {', '.join(failed)}")
         return 1
