@@ -189,7 +189,7 @@ def stamp(t0):
 
 def print_table(jobs, wall, busy, available, width):
     rows = [job for job in jobs if job.seconds is not None]
-    print(f"\n=== make test: each job's time (wall seconds, {width} jobs side by side on {os.cpu_count()} CPUs;"
+    print(f"\n=== make test: each job's time (wall seconds, {width} at a time on {os.cpu_count()} CPUs;"
           " CPU: the seconds of its own processes, not of its containers)")
     print(f"{'stage':<10} {'job':<44} {'wall s':>7} {'CPU s':>7}  result")
     for stage in ("set-up", "lint", "sanity", "units", "simulator", "package", "molecule"):
