@@ -27,6 +27,8 @@ workdir=$(mktemp -d)
 trap 'rm -rf "$workdir"' EXIT
 
 # tests/image/README.md: the zip-import bytecode cache, a test-image speed-up only.
+# The hooks' $1 (the root file system) is mmdebstrap's to expand, not this script's.
+# shellcheck disable=SC2016
 mmdebstrap --quiet --variant=minbase --include="$packages" \
     --customize-hook='mkdir -p "$1/var/cache/gpufleet-test-bytecode"' \
     --customize-hook='copy-in tests/image/gpufleet_test_bytecode.py /usr/lib/python3/dist-packages' \
