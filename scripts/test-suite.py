@@ -212,8 +212,8 @@ def print_table(jobs, wall, busy, available, width):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("MAKE_TEST_JOBS", "1")),
-                        help="jobs at once (MAKE_TEST_JOBS, default 1)")
+    parser.add_argument("--jobs", "-j", type=int, default=int(os.environ.get("MAKE_TEST_JOBS", "2")),
+                        help="jobs at once (MAKE_TEST_JOBS, default 2)")
     parser.add_argument("--only", action="append", default=[],
                         help="run the jobs whose names match this glob, and the jobs they need")
     parser.add_argument("--list", action="store_true", help="list the jobs and exit")
