@@ -4,9 +4,10 @@ Every Ansible task runs its module from an AnsiballZ zip, and zipimport compiles
 module_utils file from source on every import: CPython keeps no bytecode for zip archives.
 In the test images this costs more CPU than the modules' own work. This hook keeps the
 compiled code of each source file under CACHE_DIR, keyed by the Python release's bytecode
-magic number, the file's path inside its archive and a SHA-256 of its source, so a file is
-compiled once per container instead of once per task. A module runs exactly the code it
-would run without the cache; only compile() is skipped. Nothing of it goes into the
+magic number, the optimisation level, the file's path inside its archive and a SHA-256 of its
+source, so a file is compiled once per container instead of once per task. A module runs the
+same code it would run without the cache; only compile() is skipped, and with it the
+compile-time warnings (a SyntaxWarning is printed by the first task only). Nothing of it goes into the
 collection or onto a user's node.
 """
 import os
@@ -31,11 +32,13 @@ def _install():
         # Imported here, not at start-up: most Python processes in the image import no zip.
         import hashlib  # pylint: disable=import-outside-toplevel
         import marshal  # pylint: disable=import-outside-toplevel
+        import sys  # pylint: disable=import-outside-toplevel
         from importlib.util import MAGIC_NUMBER  # pylint: disable=import-outside-toplevel
 
         import _imp  # pylint: disable=import-outside-toplevel
 
-        digest = hashlib.sha256(MAGIC_NUMBER + _member(pathname).encode() + b"\0" + source).hexdigest()
+        key = b"%s\0%d\0%s\0" % (MAGIC_NUMBER, sys.flags.optimize, _member(pathname).encode())
+        digest = hashlib.sha256(key + source).hexdigest()
         path = os.path.join(CACHE_DIR, digest)
         try:
             with open(path, "rb") as handle:
