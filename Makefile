@@ -34,8 +34,11 @@ export PY_COLORS := 0
 export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
+# The key Ansible logs into the molecule containers with, over SSH (.config/molecule/config.yml),
+# and ssh's control sockets: made for this checkout, never committed.
+export GPUFLEET_TEST_SSH_DIR := $(CURDIR)/.cache/ssh
 
-.PHONY: help setup system uv venv venvs venv-oldest collections podman images image-12 image-13 mirrors demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system uv venv venvs venv-oldest collections podman images image-12 image-13 mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
@@ -44,7 +47,7 @@ help:
 	@echo "make lint | docs | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=nvml_facts]"
 	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | demo-clean"
 
-setup: system venv collections podman images mirrors
+setup: system venv collections podman images mirrors ssh-key
 
 system:
 	scripts/system-deps.sh
@@ -107,6 +110,14 @@ mirrors:
 		python3 tests/mirror/build-mirror.py --packages tests/mirror/packages-$$list.json \
 			--out $(GPUFLEET_MIRRORS)/$$list --key-name "gpufleet stand-in $$list"; \
 	done
+
+# The molecule containers are reached over SSH with this key (scripts/molecule-containers.py puts
+# its public half in each container as root's authorized_keys).
+ssh-key: $(GPUFLEET_TEST_SSH_DIR)/id_ed25519
+
+$(GPUFLEET_TEST_SSH_DIR)/id_ed25519:
+	install -d -m 700 $(GPUFLEET_TEST_SSH_DIR)
+	ssh-keygen -q -t ed25519 -N '' -C 'gpufleet.nvidia molecule containers' -f $@
 
 demo: setup
 	demo/run.sh
@@ -174,12 +185,12 @@ define run_scenarios
 	done
 endef
 
-molecule: venv collections mirrors
+molecule: venv collections mirrors ssh-key
 	$(call run_scenarios,$(SCENARIOS))
 
 # The same scenarios with the oldest supported ansible-core on the controller.
 molecule-oldest: export PATH := $(OLDEST)/bin:$(PATH)
-molecule-oldest: $(OLDEST)/.installed collections mirrors
+molecule-oldest: $(OLDEST)/.installed collections mirrors ssh-key
 	$(call run_scenarios,$(SCENARIOS_OLDEST))
 
 bench: venv

@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 suite=${1:?usage: build-image.sh <suite> <image-name>}
 image=${2:?usage: build-image.sh <suite> <image-name>}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,sudo,procps,gnupg,ca-certificates,iproute2,kmod
+packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,sudo,procps,gnupg,ca-certificates,iproute2,kmod,openssh-server
 
-inputs=$( (echo "$suite $mirror $packages"; cat scripts/build-image.sh tests/image/gpufleet_test_bytecode.py) | sha256sum | cut -c1-16)
+inputs=$( (echo "$suite $mirror $packages"; cat scripts/build-image.sh tests/image/gpufleet_test_bytecode.py tests/image/gpufleet-test-sshd) | sha256sum | cut -c1-16)
 if podman image exists "$image"; then
     present=$(podman image inspect --format '{{ index .Labels "org.gpufleet.image-inputs" }}' "$image")
     if [ "$present" = "$inputs" ]; then
@@ -33,6 +33,8 @@ mmdebstrap --quiet --variant=minbase --include="$packages" \
     --customize-hook='mkdir -p "$1/var/cache/gpufleet-test-bytecode"' \
     --customize-hook='copy-in tests/image/gpufleet_test_bytecode.py /usr/lib/python3/dist-packages' \
     --customize-hook='echo "import gpufleet_test_bytecode" > "$1/usr/lib/python3/dist-packages/gpufleet_test_bytecode.pth"' \
+    --customize-hook='copy-in tests/image/gpufleet-test-sshd /usr/local/sbin' \
+    --customize-hook='chroot "$1" systemctl disable ssh.service' \
     "$suite" "$workdir/rootfs.tar" "deb $mirror $suite main"
 podman import \
     --change 'CMD=["/sbin/init"]' \

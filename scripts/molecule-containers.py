@@ -10,15 +10,23 @@ podman_container task passes for the keys the scenarios use. destroy removes
 them (`podman rm -f -t 0`: they are thrown away, so systemd is not waited for).
 A platform key this script does not pass on is refused, naming it, rather than
 left out silently.
+
+Ansible reaches the containers over SSH (.config/molecule/config.yml): create
+also mounts the public half of $GPUFLEET_TEST_SSH_DIR/id_ed25519 as root's
+authorized_keys, and both actions first close any ssh ControlMaster left for a
+container of the same name ($GPUFLEET_TEST_SSH_DIR/cp-NAME), so that no task
+reaches a container through the connection of an earlier one.
 """
 
 import json
+import os
 import shlex
 import subprocess
 import sys
 
 # Keys read by molecule itself (groups) or that need no podman argument here.
 KNOWN = {"name", "image", "pre_build_image", "command", "systemd", "volumes", "groups", "hostname"}
+SSH_DIR = os.environ.get("GPUFLEET_TEST_SSH_DIR", "/var/tmp/gpufleet-ssh")
 
 
 def run_argv(platform):
@@ -34,6 +42,7 @@ def run_argv(platform):
         argv.append(f"--systemd={str(platform['systemd']).lower()}")
     for volume in platform.get("volumes", []):
         argv += ["--volume", volume]
+    argv += ["--volume", f"{authorized_key()}:/root/.ssh/authorized_keys:ro"]
     argv.append(platform["image"])
     command = platform.get("command")
     if command:
@@ -41,7 +50,26 @@ def run_argv(platform):
     return argv
 
 
+def authorized_key():
+    key = os.path.join(SSH_DIR, "id_ed25519.pub")
+    if not os.path.isfile(key):
+        raise SystemExit(f"{key} not found: `make ssh-key` makes the key Ansible reaches the containers with")
+    return key
+
+
+def close_masters(names):
+    """Ends the ssh ControlMaster of each name, if one is left (ssh removes its socket)."""
+    for name in names:
+        socket = os.path.join(SSH_DIR, f"cp-{name}")
+        if os.path.exists(socket):
+            subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", name],
+                           check=False, capture_output=True)
+            if os.path.exists(socket):
+                os.unlink(socket)
+
+
 def remove(names):
+    close_masters(names)
     done = subprocess.run(["podman", "rm", "-f", "-t", "0", "--ignore", *names],
                           check=True, capture_output=True, text=True)
     return done.stdout.split()

@@ -107,6 +107,7 @@ def build_jobs():
         Job("image 12", "set-up", make("image-12"), needs=["podman"], estimate=80),
         Job("image 13", "set-up", make("image-13"), needs=["podman"], estimate=80),
         Job("mirrors", "set-up", make("mirrors"), needs=["system"], estimate=10),
+        Job("ssh key", "set-up", make("ssh-key"), needs=["system"], estimate=1),
         Job("venv oldest", "set-up", make("venv-oldest"), needs=["uv"], estimate=15),
         Job("lint", "lint", make("lint"), needs=["venv", "collections"], estimate=150),
         Job("simulator", "simulator", make("simcluster"), needs=["venv"], estimate=150),
@@ -119,7 +120,7 @@ def build_jobs():
                         needs=[f"venv ansible-core {core}"], locks=[SanityVenvLock(core)], estimate=300))
         jobs.append(Job(f"units {core}", "units", make("units", ANSIBLE_CORES=core),
                         needs=[f"venv ansible-core {core}"], estimate=120))
-    molecule_needs = ["collections", "image 12", "image 13", "mirrors"]
+    molecule_needs = ["collections", "image 12", "image 13", "mirrors", "ssh key"]
     for scenario in scenarios:
         jobs.append(Job(f"molecule {scenario} {newest}", "molecule", make("molecule", SCENARIOS=scenario),
                         needs=["venv"] + molecule_needs, locks=[f"scenario {scenario}"],
