@@ -24,9 +24,13 @@ PY
 )
 cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 mkdir -p "$(dirname "$cache")"
-if ! cmp -s "$repo/scripts/ansible-test-pip-bootstrap.py" "$cache" 2>/dev/null; then
+# With the path of the project's uv in it, when there is one.
+uv=$repo/.venvs/uv/bin/uv
+[ -x "$uv" ] || uv=
+bootstrap=$(sed "s|^UV = \"\"$|UV = \"$uv\"|" "$repo/scripts/ansible-test-pip-bootstrap.py")
+if [ "$(cat "$cache" 2>/dev/null)" != "$bootstrap" ]; then
     # Replaced in one step: another run may be reading it.
-    cp "$repo/scripts/ansible-test-pip-bootstrap.py" "$cache.$$"
+    printf '%s\n' "$bootstrap" > "$cache.$$"
     mv -f "$cache.$$" "$cache"
 fi
 
