@@ -43,6 +43,8 @@ export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
 # The key Ansible logs into the molecule containers with, over SSH (.config/molecule/config.yml),
 # and ssh's control sockets: made for this checkout, never committed.
 export GPUFLEET_TEST_SSH_DIR := $(CURDIR)/.cache/ssh
+# Where the molecule controllers keep the bytecode of zip-imported code (zip_bytecode_hook below).
+export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 
 .PHONY: help setup system uv venv venvs venv-oldest collections podman images image-12 image-13 mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
 
@@ -78,8 +80,20 @@ define make_venv
 	touch $(1)/.installed
 endef
 
-$(VENV)/.installed: requirements-dev.txt constraints-dev.txt | $(UV)
+# The molecule controllers' venvs run kubernetes.core's modules on localhost from AnsiballZ zips,
+# as the containers run theirs: they carry the test images' bytecode cache for zip-imported code
+# (tests/image/README.md), its cache in the checkout.
+define zip_bytecode_hook
+	install -d $(GPUFLEET_TEST_BYTECODE_DIR)
+	site=$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') && \
+		install -m 644 tests/image/gpufleet_test_bytecode.py "$$site/" && \
+		echo "import gpufleet_test_bytecode" > "$$site/gpufleet_test_bytecode.pth"
+	touch $(1)/.installed
+endef
+
+$(VENV)/.installed: requirements-dev.txt constraints-dev.txt tests/image/gpufleet_test_bytecode.py | $(UV)
 	$(call make_venv,$(VENV),-r requirements-dev.txt -c constraints-dev.txt)
+	$(call zip_bytecode_hook,$(VENV))
 
 # ansible-test of each supported ansible-core, its dependencies pinned by constraints-oldest.txt.
 venvs: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed) $(OLDEST)/.installed
@@ -94,8 +108,9 @@ $(VENVS)/ansible-core-%/.installed: constraints-oldest.txt | $(UV)
 # The whole test venv with the oldest ansible-core, for its molecule run, on the machine's own
 # Python 3.11 (Debian 12's; ansible-core 2.16 runs on 3.10 to 3.12), so that the controller side of
 # the collection also runs on an older Python than 3.12.
-$(OLDEST)/.installed: requirements-dev.txt constraints-oldest.txt | $(UV)
+$(OLDEST)/.installed: requirements-dev.txt constraints-oldest.txt tests/image/gpufleet_test_bytecode.py | $(UV)
 	$(call make_venv,$(OLDEST),-r <(grep -v '^ansible-core==' requirements-dev.txt) ansible-core==$(ANSIBLE_CORE_OLDEST) -c constraints-oldest.txt,$(PYTHON_OLDEST))
+	$(call zip_bytecode_hook,$(OLDEST))
 
 collections: venv
 	scripts/install-collections.sh $(VENV)/bin/python $(COLLECTIONS)

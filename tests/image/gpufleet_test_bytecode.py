@@ -1,4 +1,4 @@
-"""Bytecode cache for code imported from zip archives, in the molecule test images only.
+"""Bytecode cache for code imported from zip archives, in the molecule test images and venvs only.
 
 Every Ansible task runs its module from an AnsiballZ zip, and zipimport compiles each
 module_utils file from source on every import: CPython keeps no bytecode for zip archives.
@@ -8,12 +8,13 @@ magic number, the optimisation level, the file's path inside its archive and a S
 source, so a file is compiled once per container instead of once per task. A module runs the
 same code it would run without the cache; only compile() is skipped, and with it the
 compile-time warnings (a SyntaxWarning is printed by the first task only). Nothing of it goes into the
-collection or onto a user's node.
+collection or onto a user's node. The molecule controllers' venvs carry it too, for the modules
+they run on localhost, with GPUFLEET_TEST_BYTECODE_DIR naming a folder of the checkout's.
 """
 import os
 import zipimport
 
-CACHE_DIR = "/var/cache/gpufleet-test-bytecode"
+CACHE_DIR = os.environ.get("GPUFLEET_TEST_BYTECODE_DIR") or "/var/cache/gpufleet-test-bytecode"
 
 
 def _member(pathname):
