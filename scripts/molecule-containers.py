@@ -14,8 +14,8 @@ left out silently.
 Ansible reaches the containers over SSH (.config/molecule/config.yml): create
 also mounts the public half of $GPUFLEET_TEST_SSH_DIR/id_ed25519 as root's
 authorized_keys, and both actions first close any ssh ControlMaster left for a
-container of the same name ($GPUFLEET_TEST_SSH_DIR/cp-NAME), so that no task
-reaches a container through the connection of an earlier one.
+container of the same name, so that no task reaches a container through the
+connection of an earlier one.
 """
 
 import json
@@ -27,6 +27,8 @@ import sys
 # Keys read by molecule itself (groups) or that need no podman argument here.
 KNOWN = {"name", "image", "pre_build_image", "command", "systemd", "volumes", "groups", "hostname"}
 SSH_DIR = os.environ.get("GPUFLEET_TEST_SSH_DIR", "/var/tmp/gpufleet-ssh")
+# As in .config/molecule/config.yml: ssh expands it for the user, host and port it is given.
+CONTROL_PATH = "/tmp/gpufleet-%i-%C"
 
 
 def run_argv(platform):
@@ -53,19 +55,17 @@ def run_argv(platform):
 def authorized_key():
     key = os.path.join(SSH_DIR, "id_ed25519.pub")
     if not os.path.isfile(key):
-        raise SystemExit(f"{key} not found: `make ssh-key` makes the key Ansible reaches the containers with")
+        raise SystemExit(f"{key} not found: `make ssh-key` makes the key Ansible reaches the containers with "
+                         f"(GPUFLEET_TEST_SSH_DIR={SSH_DIR} make ssh-key outside make)")
     return key
 
 
 def close_masters(names):
     """Ends the ssh ControlMaster of each name, if one is left (ssh removes its socket)."""
     for name in names:
-        socket = os.path.join(SSH_DIR, f"cp-{name}")
-        if os.path.exists(socket):
-            subprocess.run(["ssh", "-o", f"ControlPath={socket}", "-O", "exit", name],
-                           check=False, capture_output=True)
-            if os.path.exists(socket):
-                os.unlink(socket)
+        # Fails, and says nothing, where there is no master; ssh itself removes a dead one's socket.
+        subprocess.run(["ssh", "-o", f"ControlPath={CONTROL_PATH}", "-l", "root", "-O", "exit", name],
+                       check=False, capture_output=True)
 
 
 def remove(names):
