@@ -35,6 +35,7 @@ mmdebstrap --quiet --variant=minbase --include="$packages" \
     --customize-hook='echo "import gpufleet_test_bytecode" > "$1/usr/lib/python3/dist-packages/gpufleet_test_bytecode.pth"' \
     --customize-hook='copy-in tests/image/gpufleet-test-sshd /usr/local/sbin' \
     --customize-hook='chroot "$1" systemctl disable ssh.service' \
+    --customize-hook='sed -i "/^AcceptEnv/d" "$1/etc/ssh/sshd_config"' \
     "$suite" "$workdir/rootfs.tar" "deb $mirror $suite main"
 podman import \
     --change 'CMD=["/sbin/init"]' \
