@@ -46,6 +46,9 @@ export GPUFLEET_TEST_SSH_DIR := $(CURDIR)/.cache/ssh
 # Where the molecule controllers keep the bytecode of zip-imported code (zip_bytecode_hook below).
 export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 
+# A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
+.DELETE_ON_ERROR:
+
 .PHONY: help setup system uv venv venvs venv-oldest collections podman images image-12 image-13 mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:

@@ -14,7 +14,8 @@ they run on localhost, with GPUFLEET_TEST_BYTECODE_DIR naming a folder of the ch
 import os
 import zipimport
 
-CACHE_DIR = os.environ.get("GPUFLEET_TEST_BYTECODE_DIR") or "/var/cache/gpufleet-test-bytecode"
+IMAGE_CACHE_DIR = "/var/cache/gpufleet-test-bytecode"
+CACHE_DIR = os.environ.get("GPUFLEET_TEST_BYTECODE_DIR") or IMAGE_CACHE_DIR
 
 
 def _member(pathname):
@@ -26,7 +27,14 @@ def _member(pathname):
 
 def _install():
     compile_source = getattr(zipimport, "_compile_source", None)
-    if compile_source is None or not os.access(CACHE_DIR, os.W_OK):
+    if compile_source is None:
+        return
+    if CACHE_DIR != IMAGE_CACHE_DIR:
+        try:
+            os.makedirs(CACHE_DIR, exist_ok=True)
+        except OSError:
+            return
+    if not os.access(CACHE_DIR, os.W_OK):
         return
 
     def cached_compile_source(pathname, source):
