@@ -25,7 +25,7 @@ for needed in MANIFEST.json FILES.json README.md meta/runtime.yml meta/execution
               inventories/example/hosts.yml; do
     grep -qx "$needed" <<<"$listing" || { echo "the tarball lacks $needed" >&2; exit 1; }
 done
-if grep -E '^(\.venvs?|\.collections|\.ci|\.config|demo|demo-output|fleet-report|benchmarks|scripts|tests/output)/|(^|/)(\.cache|\.pytest_cache|__pycache__)/|\.pyc$' <<<"$listing"; then
+if grep -E '^(\.venvs?|\.collections|\.ci|\.config|demo|demo-output|fleet-report|benchmarks|scripts|tests/output|tests/image)/|(^|/)(\.cache|\.pytest_cache|__pycache__)/|\.pyc$' <<<"$listing"; then
     echo "the tarball holds development files (above)" >&2; exit 1
 fi
 
