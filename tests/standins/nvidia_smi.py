@@ -93,6 +93,9 @@ def write_json(path, data):
 def capture():
     with open(CAPTURE, encoding="utf-8") as handle:
         text = handle.read()
+    if ROOT:
+        # A unit test's node is a folder: the packages of the machine running the test are not its own.
+        return text
     try:
         status = subprocess.run(["dpkg-query", "-W", "-f=${db:Status-Abbrev} ${Version}", "nvidia-smi"],
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True,
