@@ -12,9 +12,13 @@ pods, SYS_ADMIN only where the plugin needs it, ...).
 from __future__ import annotations
 
 import copy
+import functools
+import itertools
+import json
 import os
 
 import kubernetes_validate
+import kubernetes_validate.utils
 import pytest
 import yaml
 
@@ -26,7 +30,33 @@ ROLES = os.path.join(COLLECTION, "roles")
 KUBERNETES = ["1.29.0", "1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
 
 
+# ansible-test runs each unit test in a child process forked from the one that imported this
+# module (its ansible_forked plugin): what a test reads or renders is gone when it ends. What the
+# tests share is therefore made here, at import, in the process they are forked from (the end of
+# this module): each template rendered once per set of variables, and each schema file that
+# kubernetes-validate reads (a schema and the release's definitions, per validate() call) parsed
+# once. The documents and schemas are the same ones; a render that fails fails the test that asks
+# for it, as before.
+kubernetes_validate.utils.schema_contents = functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents)
+_RENDERED = {}
+
+
 def render(role, template, **overrides):
+    """The role's template rendered with its defaults, vars and the overrides (a copy of its
+    documents for each caller)."""
+    key = (role, template, json.dumps(overrides, sort_keys=True))
+    if key not in _RENDERED:
+        try:
+            _RENDERED[key] = (_render(role, template, overrides), None)
+        except Exception as error:  # pylint: disable=broad-exception-caught  # raised again to the test
+            _RENDERED[key] = (None, error)
+    docs, error = _RENDERED[key]
+    if error is not None:
+        raise error
+    return copy.deepcopy(docs)
+
+
+def _render(role, template, overrides):
     loader = DataLoader()
     variables = {"groups": {}}
     for part in ("defaults", "vars"):
@@ -381,3 +411,21 @@ def test_the_preflight_weighs_the_strategy_against_the_nodes_runtime(strategy, r
     assert bool(errors) is refused, errors
     if refused:
         assert "gpu_device_plugin_runtime_visible_devices_envvar is %s" % runtime in errors[0]
+
+
+def _read_what_the_tests_share():
+    cases = [lambda case=case: render("gpu_device_plugin", "manifests.yaml.j2", **case)
+             for case in DEVICE_PLUGIN_CASES.values()] + [lambda case=case: smoke_pods(case) for case in SMOKE_CASES]
+    for docs_of in cases:
+        try:
+            docs = docs_of()
+        except Exception:  # pylint: disable=broad-exception-caught  # kept by render(), each test that asks reports it
+            continue
+        for doc, version in itertools.product(docs, KUBERNETES):
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except Exception:  # pylint: disable=broad-exception-caught  # test_*_validate reports it
+                pass
+
+
+_read_what_the_tests_share()
