@@ -174,6 +174,36 @@ def machine_cpu():
     return (sum(fields) - idle) / ticks, sum(fields) / ticks
 
 
+# A fixed piece of pure-Python work (JSON, a regular expression, lists and dicts) run in a fresh
+# interpreter: the CPU milliseconds it took, the better of two tries. CPU time, not wall time, so
+# that a sample taken while the jobs keep both cores busy measures how fast a core is, not how
+# long the sample waited for one.
+CALIBRATION = """
+import json, re, time
+best = None
+for _ in range(2):
+    started = time.process_time()
+    data = [{"name": "node-%d" % i, "gpus": list(range(i % 9)), "labels": {"k": str(i)}} for i in range(10000)]
+    text = json.dumps(data, sort_keys=True)
+    found = len(re.findall(r'"node-(\\d+)7"', text))
+    total = sum(len(item["gpus"]) for item in json.loads(text)) + found
+    elapsed = (time.process_time() - started) * 1000
+    best = elapsed if best is None else min(best, elapsed)
+print(round(best) if total else -1)
+"""
+CALIBRATION_EVERY = 60
+
+
+def calibration_ms():
+    """CALIBRATION's milliseconds on this machine now. The same machine runs the suite 20 to 30 %
+    slower at some hours than at others, which the wall and CPU columns cannot tell from a change
+    in the suite: the run samples it every CALIBRATION_EVERY seconds (0.1 CPU-second each), and
+    two runs' times compare only at a similar median."""
+    result = subprocess.run([sys.executable, "-I", "-S", "-c", CALIBRATION], stdout=subprocess.PIPE,
+                            universal_newlines=True, check=True)
+    return int(result.stdout)
+
+
 def lock_chain(job, jobs):
     """The estimated seconds of the other waiting jobs that share a lock with this one: they can
     only run after it, one by one, so a job at the head of a long chain goes first."""
@@ -188,7 +218,7 @@ def stamp(t0):
     return f"[{elapsed // 60:3d}:{elapsed % 60:02d}]"
 
 
-def print_table(jobs, wall, busy, available, width):
+def print_table(jobs, wall, busy, available, width, calibration):
     rows = [job for job in jobs if job.seconds is not None]
     print(f"\n=== make test: each job's time (wall seconds, {width} at a time on {os.cpu_count()} CPUs;"
           " CPU: the seconds of its own processes, not of its containers)")
@@ -206,6 +236,9 @@ def print_table(jobs, wall, busy, available, width):
     print(f"{'total':<10} {'sum of the jobs wall times':<44} {sum(j.seconds for j in rows):>7.0f}")
     print(f"{'total':<10} {'machine CPU busy (of ' + format(available, '.0f') + ' s)':<44} {busy:>7.0f}"
           f"  {100 * busy / max(available, 1):.0f}%")
+    samples = sorted(calibration)
+    print(f"{'total':<10} {'calibration ms, median of ' + str(len(samples)) + ' (lowest, highest)':<44} "
+          f"{samples[len(samples) // 2]:>7.0f}  ({samples[0]}, {samples[-1]})")
     not_run = [job.name for job in jobs if job.state in ("waiting", "skipped")]
     if not_run:
         print(f"not run: {', '.join(not_run)}")
@@ -244,6 +277,8 @@ def main():
 
     LOGS.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    calibration = [calibration_ms()]
+    calibrated = time.monotonic()
     cpu0 = machine_cpu()
     stopping = False
     print(f"make test: {len(jobs)} jobs, {args.jobs} at once; logs in {LOGS.relative_to(REPO)}/", flush=True)
@@ -294,6 +329,9 @@ def main():
                 print(f"{stamp(t0)} start   {job.name}", flush=True)
         if not running:
             break
+        if time.monotonic() - calibrated >= CALIBRATION_EVERY:
+            calibration.append(calibration_ms())
+            calibrated = time.monotonic()
         time.sleep(0.5)
 
     for job in jobs:
@@ -301,8 +339,9 @@ def main():
             job.state = "skipped"
     wall = time.monotonic() - t0
     cpu1 = machine_cpu()
+    calibration.append(calibration_ms())
     save_times(jobs)
-    print_table(jobs, wall, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], args.jobs)
+    print_table(jobs, wall, cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], args.jobs, calibration)
     failed = [job.name for job in jobs if job.state == "failed"]
     passed = sum(job.state == "passed" for job in jobs)
     skipped = sum(job.state == "skipped" for job in jobs)
