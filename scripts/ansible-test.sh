@@ -12,16 +12,30 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 workdir=$repo/.build/${ANSIBLE_TEST_WORKDIR:-default}
 build="$workdir/ansible_collections/gpufleet/nvidia"
-python=${ANSIBLE_TEST_PYTHON:-3.12}
 
-# The pip bootstrap script ansible-test would download (see the stand-in's docstring).
-pip_version=$(python3 - "$(command -v ansible-test)" <<'PY'
+# The release of ansible-test on PATH, and the pip bootstrap script it would download (see the
+# stand-in's docstring).
+read -r core pip_version < <(python3 - "$(command -v ansible-test)" <<'PY'
 import re, sys, pathlib
 bin_path = pathlib.Path(sys.argv[1]).resolve()
-lib = next(bin_path.parent.parent.glob("lib/python3*/site-packages/ansible_test/_internal/python_requirements.py"))
-print(re.search(r"pip='([^']+)'", lib.read_text()).group(1))
+site = next(bin_path.parent.parent.glob("lib/python3*/site-packages"))
+lib = site / "ansible_test/_internal/python_requirements.py"
+release = re.search(r"__version__ = '([^']+)'", (site / "ansible/release.py").read_text()).group(1)
+print(release, re.search(r"pip='([^']+)'", lib.read_text()).group(1))
 PY
 )
+[ -n "$pip_version" ] || { echo "ansible-test.sh: no ansible-test release found on PATH" >&2; exit 1; }
+# The Python the tests run on (the Makefile's PYTHONS): Debian 12's 3.11 for 2.16, 3.12 for 2.17,
+# Debian 13's 3.13 for 2.18 and newer; each a controller Python its release accepts.
+case "$core" in
+    2.16.*) python=3.11 ;;
+    2.17.*) python=3.12 ;;
+    *) python=3.13 ;;
+esac
+python=${ANSIBLE_TEST_PYTHON:-$python}
+if [ -d "$repo/.venvs/pythons/bin" ]; then
+    PATH="$repo/.venvs/pythons/bin:$PATH"
+fi
 cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 mkdir -p "$(dirname "$cache")"
 # With the path of the project's uv in it, when there is one.

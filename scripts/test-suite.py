@@ -102,7 +102,8 @@ def build_jobs():
         Job("system", "set-up", make("system"), estimate=40),
         Job("podman", "set-up", make("podman"), needs=["system"], estimate=1),
         Job("uv", "set-up", make("uv"), needs=["system"], estimate=5),
-        Job("venv", "set-up", make("venv"), needs=["uv"], estimate=15),
+        Job("pythons", "set-up", make("pythons"), needs=["uv", "image 13"], estimate=10),
+        Job("venv", "set-up", make("venv"), needs=["uv", "pythons"], estimate=15),
         Job("collections", "set-up", make("collections"), needs=["venv"], estimate=5),
         Job("image 12", "set-up", make("image-12"), needs=["podman"], estimate=80),
         Job("image 13", "set-up", make("image-13"), needs=["podman"], estimate=80),
@@ -117,9 +118,9 @@ def build_jobs():
         jobs.append(Job(f"venv ansible-core {core}", "set-up", make(f"venv-core-{core}"),
                         needs=["uv"], estimate=5))
         jobs.append(Job(f"sanity {core}", "sanity", make("sanity", ANSIBLE_CORES=core),
-                        needs=[f"venv ansible-core {core}"], locks=[SanityVenvLock(core)], estimate=300))
+                        needs=[f"venv ansible-core {core}", "pythons"], locks=[SanityVenvLock(core)], estimate=300))
         jobs.append(Job(f"units {core}", "units", make("units", ANSIBLE_CORES=core),
-                        needs=[f"venv ansible-core {core}"], estimate=120))
+                        needs=[f"venv ansible-core {core}", "pythons"], estimate=120))
     molecule_needs = ["collections", "image 12", "image 13", "mirrors", "ssh key"]
     for scenario in scenarios:
         jobs.append(Job(f"molecule {scenario} {newest}", "molecule", make("molecule", SCENARIOS=scenario),
