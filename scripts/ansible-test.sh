@@ -36,6 +36,17 @@ python=${ANSIBLE_TEST_PYTHON:-$python}
 if [ -d "$repo/.venvs/pythons/bin" ]; then
     PATH="$repo/.venvs/pythons/bin:$PATH"
 fi
+# ansible-test keeps its sanity virtualenvs in ~/.ansible/test/venv, for every checkout on the
+# machine, and takes one whose marker.txt is there as ready. Each venv's python is a link to the
+# interpreter that made it, which may be another checkout's .venvs/debian13: once that checkout is
+# gone the link is broken, and ansible-test would stop on 'Required program ".../bin/python" not
+# found'. Removing such a venv's marker makes ansible-test remove it and make it anew, under the
+# lock of its own pip version (a link that resolves is left alone, whoever made it).
+for venv in "$HOME"/.ansible/test/venv/*/*/*/; do
+    if [ -L "${venv}bin/python" ] && [ ! -e "${venv}bin/python" ]; then
+        rm -f "${venv}marker.txt"
+    fi
+done
 cache="$HOME/.ansible/test/cache/get_pip_${pip_version//./_}.py"
 mkdir -p "$(dirname "$cache")"
 # With the path of the project's uv in it, when there is one.
