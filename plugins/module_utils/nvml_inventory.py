@@ -318,15 +318,17 @@ def plain_version(value):
     """'610.47 [Deprecated; ... Use KMD Version instead]' -> '610.47'.
 
     Driver 610 appends a deprecation note to the driver and CUDA versions of
-    ``nvidia-smi -q``; no note, bracketed or parenthesised, reaches a fact.
+    ``nvidia-smi -q``, and ``nvidia-smi --version`` prints only a notice
+    ('Deprecated, see "KMD version" instead') where the driver version was.
+    A version is the number the text starts with; a text that starts with
+    none (a notice, 'N/A') is no version, and the caller falls back to the
+    KMD version. The numbers inside a notice ('CUDA 14.0') are never taken.
     """
     text = clean(value)
     if text is None:
         return None
     match = _VERSION_RE.match(text)
-    if match:
-        return match.group(0)
-    return clean(re.split(r"[\[(]", text, 1)[0])
+    return match.group(0) if match else None
 
 
 def nvml_return_text(code):
@@ -1589,6 +1591,12 @@ def summarise(answer, pci_devices, driver_installed, module_version, kernel_log=
     else:
         loaded = True
     cuda = plain_version(answer.get("cuda_driver_version"))
+    kmd = plain_version(answer.get("kmd_version")) or module_version
+    driver_version = plain_version(answer.get("driver_version"))
+    if driver_version is None and outcome in ("ok", "no_devices"):
+        # The driver answered with a notice where its version was (610's 'Deprecated, see
+        # "KMD version" instead'): the kernel-mode driver's version is the driver's version.
+        driver_version = kmd
     facts = {
         "state": None,
         "message": None,
@@ -1596,9 +1604,9 @@ def summarise(answer, pci_devices, driver_installed, module_version, kernel_log=
         "driver_installed": bool(driver_installed) if outcome in _UNREAD_OUTCOMES else True,
         "driver_loaded": loaded,
         "kernel_module_version": module_version,
-        "driver_version": plain_version(answer.get("driver_version")),
+        "driver_version": driver_version,
         "cuda_driver_version": cuda,
-        "kmd_version": plain_version(answer.get("kmd_version")) or module_version,
+        "kmd_version": kmd,
         "cuda_umd_version": plain_version(answer.get("cuda_umd_version")) or cuda,
         "gpu_count": len(gpus),
         "gpus": gpus,

@@ -107,8 +107,10 @@ notes:
     another driver (C(vfio-pci) for VMs, C(nouveau)) and SR-IOV virtual functions are not
     counted. Run the module on the host, not in a container that was given a subset of
     the GPUs but sees the host's sysfs.
-  - Driver 610 appends a deprecation note to the driver and CUDA versions of C(nvidia-smi);
-    the facts keep the plain numbers. The XML element names C(kmd_version) and
+  - Driver 610 appends a deprecation note to the driver and CUDA versions of C(nvidia-smi),
+    or prints only a notice where they were (C(Deprecated, see "KMD version" instead));
+    the facts keep the plain numbers, and a driver version that is only a notice is
+    taken from the KMD version, else from the loaded kernel module. The XML element names C(kmd_version) and
     C(cuda_umd_version) are inferred from the query field names (no 610 XML capture was
     available); the older elements are read too.
   - A fabric state that is null or V(not_supported) is not a problem, also beside NVSwitches;
@@ -201,7 +203,7 @@ ansible_facts:
         driver_version:
           description:
             - Driver version reported by the source, always the plain number (driver 610's
-              deprecation note is dropped).
+              deprecation note is dropped; where the source gives only the notice, the KMD version).
           type: str
           sample: "610.47"
         cuda_driver_version:

@@ -93,6 +93,7 @@ def walk_strings(value):
 # Jaded-Encoding-Thaumaturgy/vs-jetpack pull request 297 (an issue thread in the issues corpus).
 DRIVER_610 = "610.47 [Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]"
 CUDA_610 = "13.3 [Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version instead]"
+NOTICE_610 = 'Deprecated, see "KMD version" instead'
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -104,6 +105,11 @@ CUDA_610 = "13.3 [Deprecated; will be removed in CUDA 14.0. Use CUDA UMD Version
     ("N/A", None),
     ("", None),
     (None, None),
+    # Where `nvidia-smi --version` printed the driver and CUDA versions, 610 prints a notice
+    # (NVIDIA/aicr issue 1667 quotes it); its numbers ('CUDA 14.0' in -q's note) are no version.
+    (NOTICE_610, None),
+    ('Deprecated, see "CUDA UMD version" instead', None),
+    ("[Deprecated; will be removed in CUDA 14.0. Use KMD Version instead]", None),
 ])
 def test_plain_version(value, expected):
     assert inv.plain_version(value) == expected
@@ -124,6 +130,36 @@ def test_driver_610_words_never_reach_a_fact():
     assert (facts["kmd_version"], facts["cuda_umd_version"]) == ("610.47", "13.3")
     assert facts["state"] == "ok"
     assert not [text for text in walk_strings(facts) if "Deprecated" in text]
+
+
+def test_a_notice_where_the_driver_version_was_gives_the_kmd_version():
+    # No 610 XML capture exists: the RTX 3080 v13 capture with only the notice in the old
+    # element, as `nvidia-smi --version` prints it, and the version in <kmd_version>.
+    xml = xml_610().replace(DRIVER_610, NOTICE_610).replace(CUDA_610, 'Deprecated, see "CUDA UMD version" instead')
+    facts = smi_facts(xml)
+    assert (facts["driver_version"], facts["cuda_driver_version"]) == ("610.47", "13.3")
+    assert facts["state"] == "ok"
+    assert not [text for text in walk_strings(facts) if "Deprecated" in text]
+    # Without the new elements the loaded kernel module's version is the driver's version.
+    answer = inv.query_nvidia_smi(Runs({("-q", "-x"): (0, xml_610(with_new_elements=False).replace(DRIVER_610, NOTICE_610),
+                                                       "")}), "nvidia-smi")
+    facts = inv.summarise(answer, [], driver_installed=True, module_version="610.47")
+    assert (facts["driver_version"], facts["kmd_version"]) == ("610.47", "610.47")
+    facts = inv.summarise(answer, [], driver_installed=True, module_version=None)
+    assert facts["driver_version"] is None
+
+
+def test_nvml_notice_in_the_driver_version_gives_the_loaded_module_version():
+    reading = copy.deepcopy(readings.H100)
+    reading["system"] = dict(reading["system"], nvmlSystemGetDriverVersion=NOTICE_610)
+    facts = nvml_facts(reading, module_version="610.43.02")
+    assert (facts["driver_version"], facts["kmd_version"]) == ("610.43.02", "610.43.02")
+    assert facts["state"] == "ok"
+    # A driver that answers with no GPU still answered: the same.
+    reading["system"] = dict(reading["system"], nvmlDeviceGetCount=0)
+    reading["devices"] = []
+    facts = nvml_facts(reading, module_version="610.43.02")
+    assert (facts["driver_version"], facts["gpu_count"]) == ("610.43.02", 0)
 
 
 def test_kmd_version_falls_back_to_the_loaded_module_and_umd_to_the_cuda_version():
