@@ -11,7 +11,12 @@ from.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
+import shlex
+
+import yaml
 
 from ansible.errors import AnsibleFilterError
 
@@ -582,6 +587,167 @@ def systemd_exec_start(texts):
     return commands
 
 
+# --------------------------------------------------------------------------
+# cgroup v1: failCgroupV1
+# --------------------------------------------------------------------------
+
+# failCgroupV1 (KubeletConfiguration) and --fail-cgroupv1 came with KEP-4569, cgroup v1 in
+# maintenance mode (1.31, default false); KEP-5573 made it true by default in 1.35, so from
+# 1.35 kubelet exits on a cgroup v1 host with "kubelet is configured to not run on a host
+# using cgroup v1" unless the option is false.
+FAIL_CGROUP_V1_OPTION = (1, 31)
+FAIL_CGROUP_V1_DEFAULT_TRUE = (1, 35)
+KUBEADM_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
+_FAIL_CGROUP_V1_FLAG_RE = re.compile(r"^--fail-cgroupv1(?:=(.*))?$")
+_BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+def _words(text):
+    try:
+        return shlex.split(text, comments=False)
+    except ValueError:
+        return text.split()
+
+
+def _assignments(text, key):
+    """Values of ``key=`` in the [Service] sections of a unit file text, in order."""
+    values = []
+    section = None
+    for line in _unit_lines(text):
+        stripped = line.strip()
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1].strip()
+            continue
+        name, equals, value = stripped.partition("=")
+        if section == "Service" and equals and name.strip() == key:
+            values.append(value.strip())
+    return values
+
+
+def _kubelet_words(texts):
+    """Every word that may reach kubelet's command line: ExecStart and Environment of the unit
+    files, and the assignments of environment files, in systemd's order."""
+    words = []
+    for text in texts:
+        if not isinstance(text, str):
+            raise AnsibleFilterError("expected the texts of kubelet's unit files and environment files, got %s: %r"
+                                     % (type(text).__name__, text))
+        if "[Service]" in text:
+            for key in ("Environment", "ExecStart"):
+                for value in _assignments(text, key):
+                    for word in _words(value):
+                        words.extend(_words(word.partition("=")[2]) if key == "Environment" else [word])
+        else:
+            for line in text.splitlines():
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    value = line.partition("=")[2].strip()
+                    if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'":
+                        value = value[1:-1]
+                    words.extend(_words(value))
+    return words
+
+
+def _flag_value(words, name):
+    """The last value given to flag ``name`` (--name=value or --name value), or None."""
+    value = None
+    for index, word in enumerate(words):
+        if word == name and index + 1 < len(words) and not words[index + 1].startswith("-"):
+            value = words[index + 1]
+        elif word.startswith(name + "="):
+            value = word[len(name) + 1:]
+    return value
+
+
+def kubelet_config_files(texts):
+    """Where kubelet reads its settings from, by its unit files (and environment files).
+
+    Returns ``{"config": path, "config_dir": path or None, "environment_files": [paths]}``:
+    the ``--config`` file (kubeadm's /var/lib/kubelet/config.yaml when no flag names one),
+    the ``--config-dir`` drop-in directory, and the ``EnvironmentFile=`` paths (a leading
+    '-', which makes the file optional, removed).
+    """
+    if isinstance(texts, str):
+        texts = [texts]
+    files = []
+    for text in texts or []:
+        if isinstance(text, str):
+            files.extend(value.lstrip("-") for value in _assignments(text, "EnvironmentFile"))
+    words = _kubelet_words([text for text in texts or [] if isinstance(text, str)])
+    return {"config": _flag_value(words, "--config") or KUBEADM_KUBELET_CONFIG,
+            "config_dir": _flag_value(words, "--config-dir"),
+            "environment_files": files}
+
+
+def _read_files(files):
+    """[(path, text)] of slurp results (or {"path", "content"} dicts); files not read are left out."""
+    read = []
+    for entry in files or []:
+        if not isinstance(entry, dict):
+            raise AnsibleFilterError("expected files as {path, content} or slurp results, got %r" % (entry,))
+        if entry.get("failed") or entry.get("content") is None:
+            continue
+        path = entry.get("path") or entry.get("item") or entry.get("source")
+        content = entry["content"]
+        if entry.get("encoding") == "base64":
+            try:
+                content = base64.b64decode(content).decode("utf-8", "replace")
+            except (TypeError, ValueError, binascii.Error):
+                raise AnsibleFilterError("the slurped file %s is not base64" % (path,))
+        read.append((path, content))
+    return read
+
+
+def kubelet_cgroup_v1_errors(version, cgroup_v2, unit_texts=(), files=(), config_files=None):
+    """Why kubelet ``version`` would refuse to start on this host's cgroups, as sentences; [] when it starts.
+
+    ``cgroup_v2``: whether /sys/fs/cgroup is the unified hierarchy. ``unit_texts``: kubelet's unit
+    files. ``files``: what was read of the configuration file, the --config-dir drop-ins (in
+    kubelet's order) and the environment files ({path, content}, or slurp results; one not
+    read is left out). ``config_files``: kubelet_config_files' answer, which says which file
+    is which. A --fail-cgroupv1 flag wins over a drop-in, a drop-in over the file, the file
+    over the default (false up to 1.34, true from 1.35).
+    """
+    if cgroup_v2:
+        return []
+    parsed = _parse_version(version)
+    if parsed is None:
+        raise AnsibleFilterError("kubelet_cgroup_v1_errors expects a kubelet version such as '1.35.0', got %r"
+                                 % (version,))
+    if parsed < FAIL_CGROUP_V1_OPTION:
+        return []
+    config_files = config_files or kubelet_config_files(list(unit_texts or []))
+    environment_files = set(config_files.get("environment_files") or [])
+    read = _read_files(files)
+    fail = parsed >= FAIL_CGROUP_V1_DEFAULT_TRUE
+    source = "its default from 1.35" if fail else "its default"
+    for path, content in read:
+        if path in environment_files:
+            continue
+        try:
+            data = yaml.safe_load(content or "") or {}
+        except yaml.YAMLError as err:
+            return ["kubelet's configuration %s is not YAML (%s); kubelet %s would not start with it; gpu_kubelet "
+                    "changed nothing." % (path, str(err).splitlines()[0], version)]
+        if isinstance(data, dict) and "failCgroupV1" in data:
+            fail = data["failCgroupV1"] is True or str(data["failCgroupV1"]).lower() == "true"
+            source = "failCgroupV1: %s in %s" % (str(data["failCgroupV1"]).lower(), path)
+    words = _kubelet_words(list(unit_texts or []) + [content for path, content in read if path in environment_files])
+    for word in words:
+        match = _FAIL_CGROUP_V1_FLAG_RE.match(word)
+        if match:
+            value = match.group(1)
+            fail = True if value is None else _BOOLEAN_WORDS.get(value.lower(), True)
+            source = "the flag %s" % word
+    if not fail:
+        return []
+    return ["kubelet %s refuses to start on this host: it runs cgroup v1 (/sys/fs/cgroup is not the unified "
+            "hierarchy) and failCgroupV1 is true (%s). Boot the node with cgroup v2 "
+            "(systemd.unified_cgroup_hierarchy=1 on the kernel command line), or set failCgroupV1: false in "
+            "kubelet's configuration (%s) to keep cgroup v1, which Kubernetes no longer supports; gpu_kubelet "
+            "changed nothing." % (version, source, config_files.get("config") or KUBEADM_KUBELET_CONFIG)]
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -589,4 +755,6 @@ class FilterModule(object):
             "kubelet_flag_errors": kubelet_flag_errors,
             "kubelet_gpu_args": kubelet_gpu_args,
             "systemd_exec_start": systemd_exec_start,
+            "kubelet_config_files": kubelet_config_files,
+            "kubelet_cgroup_v1_errors": kubelet_cgroup_v1_errors,
         }

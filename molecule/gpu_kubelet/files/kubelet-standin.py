@@ -3,7 +3,9 @@
 # Behaves as kubelet does where the role depends on it: answers --version,
 # refuses unknown flags (pflag's "unknown flag"), refuses node labels in the
 # kubernetes.io/k8s.io namespaces that kubelet keeps for itself, unknown
-# feature gates and malformed taints, and otherwise stays running.
+# feature gates and malformed taints, from 1.35 a cgroup v1 host unless
+# failCgroupV1 is false (its --config file or --fail-cgroupv1), and otherwise
+# stays running.
 # /etc/kubelet-standin/version holds the version it claims; each line of
 # /etc/kubelet-standin/reject names a flag it treats as unknown (fault tests).
 import re
@@ -15,6 +17,7 @@ KNOWN = {
     "--pod-infra-container-image", "--node-ip", "--hostname-override", "--max-pods", "--v",
     "--cgroup-driver", "--node-labels", "--register-with-taints", "--feature-gates",
     "--topology-manager-policy", "--topology-manager-scope", "--cpu-manager-policy", "--reserved-cpus",
+    "--config-dir", "--fail-cgroupv1",
 }
 GATES = {"CPUManagerPolicyOptions", "TopologyManagerPolicyOptions", "MemoryManager", "DynamicResourceAllocation"}
 ALLOWED = {"kubernetes.io/hostname", "kubernetes.io/arch", "kubernetes.io/os", "beta.kubernetes.io/arch",
@@ -34,6 +37,25 @@ def read(path, default):
 def fail(message):
     sys.stderr.write("E1121 00:00:00.000000 run.go:72] \"command failed\" err=\"%s\"\n" % message)
     sys.exit(1)
+
+
+def fail_cgroup_v1(version, argv):
+    """kubelet 1.35+ exits on cgroup v1 unless failCgroupV1 is false (KEP-5573); from 1.31 the option exists."""
+    minor = tuple(int(part) for part in version.split(".")[:2])
+    if minor < (1, 31) or read("/sys/fs/cgroup/cgroup.controllers", None) is not None:
+        return
+    refuse = minor >= (1, 35)
+    for arg in argv:
+        if arg.startswith("--config="):
+            match = re.search(r"(?m)^failCgroupV1:\s*(\S+)", read(arg.split("=", 1)[1], ""))
+            if match:
+                refuse = match.group(1).lower() == "true"
+    for arg in argv:
+        if arg == "--fail-cgroupv1" or arg.startswith("--fail-cgroupv1="):
+            refuse = arg.partition("=")[2].lower() not in ("false", "f", "0")
+    if refuse:
+        fail("failed to validate kubelet configuration, error: kubelet is configured to not run on a host using "
+             "cgroup v1. cgroup v1 support is unsupported and will be removed in a future release")
 
 
 def stop(signum, frame):
@@ -70,6 +92,7 @@ def main(argv):
             for taint in filter(None, value.split(",")):
                 if not re.match(r"^[^=:]+(=[^=:]*)?:(NoSchedule|PreferNoSchedule|NoExecute)$", taint):
                     fail("invalid taint spec: %s" % taint)
+    fail_cgroup_v1(version, argv)
     sys.stdout.write("kubelet stand-in %s running with: %s\n" % (version, " ".join(argv)))
     sys.stdout.flush()
     signal.signal(signal.SIGTERM, stop)

@@ -629,5 +629,103 @@ def test_exec_start_needs_texts(texts):
 
 
 def test_filter_names():
-    assert sorted(plan.FilterModule().filters()) == ["kubelet_flag_errors", "kubelet_gpu_args", "kubelet_version",
+    assert sorted(plan.FilterModule().filters()) == ["kubelet_cgroup_v1_errors", "kubelet_config_files",
+                                                     "kubelet_flag_errors", "kubelet_gpu_args", "kubelet_version",
                                                      "systemd_exec_start"]
+
+
+# --------------------------------------------------------------------------
+# cgroup v1: failCgroupV1 (KEP-4569 in 1.31, true by default from 1.35 by KEP-5573)
+# --------------------------------------------------------------------------
+
+# kubeadm's kubelet drop-in, as the kubeadm package installs it (the molecule scenario's copy).
+KUBEADM_DROPIN = """[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""
+KUBEADM_CONFIG = {"path": "/var/lib/kubelet/config.yaml",
+                  "content": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"}
+
+
+def config(path, text):
+    return {"path": path, "content": text}
+
+
+def test_kubelet_config_files_of_the_kubeadm_layout():
+    assert plan.kubelet_config_files(["[Service]\nExecStart=/usr/bin/kubelet\n", KUBEADM_DROPIN]) == {
+        "config": "/var/lib/kubelet/config.yaml", "config_dir": None,
+        "environment_files": ["/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet"]}
+
+
+def test_kubelet_config_files_from_the_command_line():
+    unit = "[Service]\nExecStart=/usr/local/bin/kubelet --config /etc/kubelet/k.yaml --config-dir=/etc/kubelet/k.d\n"
+    assert plan.kubelet_config_files([unit])["config"] == "/etc/kubelet/k.yaml"
+    assert plan.kubelet_config_files([unit])["config_dir"] == "/etc/kubelet/k.d"
+    # No --config anywhere: kubeadm's path.
+    assert plan.kubelet_config_files(["[Service]\nExecStart=/usr/bin/kubelet\n"])["config"] == "/var/lib/kubelet/config.yaml"
+
+
+@pytest.mark.parametrize("version,refused", [
+    ("1.30.14", False),   # no failCgroupV1 yet
+    ("1.34.2", False),    # the option exists, false by default
+    ("1.35.0", True),     # true by default
+    ("1.37.1", True),
+])
+def test_cgroup_v1_by_default(version, refused):
+    errors = plan.kubelet_cgroup_v1_errors(version, False, [KUBEADM_DROPIN], [KUBEADM_CONFIG])
+    assert bool(errors) is refused
+    if refused:
+        assert "kubelet %s refuses to start on this host" % version in errors[0]
+        assert "failCgroupV1 is true (its default from 1.35)" in errors[0]
+        assert "systemd.unified_cgroup_hierarchy=1" in errors[0]
+        assert "failCgroupV1: false in kubelet's configuration (/var/lib/kubelet/config.yaml)" in errors[0]
+        assert "gpu_kubelet changed nothing" in errors[0]
+
+
+def test_cgroup_v2_is_never_refused():
+    assert plan.kubelet_cgroup_v1_errors("1.37.1", True, [KUBEADM_DROPIN], [KUBEADM_CONFIG]) == []
+
+
+def test_cgroup_v1_allowed_by_the_configuration_file():
+    allowed = config(KUBEADM_CONFIG["path"], KUBEADM_CONFIG["content"] + "failCgroupV1: false\n")
+    assert plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [allowed]) == []
+
+
+def test_a_drop_in_wins_over_the_file_and_the_flag_over_both():
+    allowed = config(KUBEADM_CONFIG["path"], KUBEADM_CONFIG["content"] + "failCgroupV1: false\n")
+    strict = config("/etc/kubernetes/kubelet.conf.d/90-strict.conf",
+                    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: true\n")
+    errors = plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [allowed, strict])
+    assert errors and "failCgroupV1: true in /etc/kubernetes/kubelet.conf.d/90-strict.conf" in errors[0]
+    # kubeadm-flags.env giving the flag (as KUBELET_KUBEADM_ARGS) wins over the drop-in.
+    flags = config("/var/lib/kubelet/kubeadm-flags.env", 'KUBELET_KUBEADM_ARGS="--fail-cgroupv1=false --node-ip=10.0.0.5"\n')
+    assert plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [allowed, strict, flags]) == []
+    # ... and a bare --fail-cgroupv1 means true, even on 1.34.
+    flags = config("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--fail-cgroupv1\n")
+    errors = plan.kubelet_cgroup_v1_errors("1.34.2", False, [KUBEADM_DROPIN], [allowed, flags])
+    assert errors and "the flag --fail-cgroupv1" in errors[0]
+
+
+def test_slurp_results_are_read_as_slurp_returns_them():
+    import base64
+
+    results = [{"item": "/var/lib/kubelet/config.yaml", "encoding": "base64",
+                "content": base64.b64encode(b"kind: KubeletConfiguration\nfailCgroupV1: false\n").decode()},
+               {"item": "/etc/default/kubelet", "failed": False, "msg": "file not found"}]
+    assert plan.kubelet_cgroup_v1_errors("1.36.3", False, [KUBEADM_DROPIN], results) == []
+
+
+def test_a_configuration_that_is_not_yaml_is_said():
+    broken = config(KUBEADM_CONFIG["path"], "kind: [KubeletConfiguration\n")
+    errors = plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [broken])
+    assert errors and "/var/lib/kubelet/config.yaml is not YAML" in errors[0]
+
+
+def test_cgroup_v1_errors_need_a_version():
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.kubelet_cgroup_v1_errors("latest", False)
+    assert "'latest'" in str(caught.value)
