@@ -245,6 +245,95 @@ def driver_branch_of(version):
     return match.group(1) if match else None
 
 
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+           "November", "December")
+_MONTH_RE = re.compile(r"^([0-9]{4})-([0-9]{2})$")
+_DATE_RE = re.compile(r"^([0-9]{4})-([0-9]{2})(?:-[0-9]{2})?")
+
+
+def _month(text, what):
+    match = _MONTH_RE.match(str(text))
+    if not match or not 1 <= int(match.group(2)) <= 12:
+        raise AnsibleFilterError("%s must be a month as YYYY-MM, got %r" % (what, text))
+    return int(match.group(1)), int(match.group(2))
+
+
+def _month_words(month):
+    return "%s %d" % (_MONTHS[month[1] - 1], month[0])
+
+
+def driver_end_of_life(branch, lifecycle, today, facts=None):
+    """The warning for a driver branch past its end of life on ``today``, or ''.
+
+    ``lifecycle`` maps branches to ``{"designation": ..., "end_of_life": ...}`` (NVIDIA's data
+    center driver lifecycle), the end of life being a month ``YYYY-MM``, ``ended`` (NVIDIA
+    lists the branch as past its end of life without a month) or None (no date: a new
+    feature branch NVIDIA has given none). A branch is past its end of life from the month
+    after its month. A branch the table does not know is past it when it is older than the
+    table's newest branch (NVIDIA: every branch its table does not list is past its end);
+    a newer one, a branch without a date, or a value that is not a branch gets no warning.
+    With the host's ``facts`` (nvml_facts), the branches the warning offers instead are
+    only those that drive its GPUs.
+    """
+    if branch in (None, ""):
+        return ""
+    branch = str(branch)
+    if not _BRANCH_RE.match(branch):
+        return ""
+    match = _DATE_RE.match(str(today))
+    if not match:
+        raise AnsibleFilterError("today must be a date as YYYY-MM-DD, got %r" % (today,))
+    now = (int(match.group(1)), int(match.group(2)))
+    table = {}
+    for key, entry in (lifecycle or {}).items():
+        key = str(key)
+        if not _BRANCH_RE.match(key) or not isinstance(entry, dict) or not entry.get("designation"):
+            raise AnsibleFilterError("the lifecycle table's entry %r is not {designation, end_of_life}" % (key,))
+        end = entry.get("end_of_life")
+        if end not in (None, "ended"):
+            end = _month(end, "the end of life of branch %s" % key)
+        table[key] = (entry["designation"], end)
+    supported = ["%s (%s, to %s)" % (key, designation, _month_words(end))
+                 for key, (designation, end) in sorted(table.items())
+                 if isinstance(end, tuple) and end >= now
+                 and not (facts and driver_unsupported_gpus(facts, key))]
+    advice = (" Move to a branch NVIDIA still supports that drives this node's GPUs: %s." % ", ".join(supported)
+              if supported else " No branch NVIDIA still supports drives this node's GPUs." if facts and table
+              else "")
+    if branch not in table:
+        if table and int(branch) < max(int(key) for key in table):
+            return ("Driver branch %s is past its end of life: NVIDIA's lifecycle no longer lists it, and lists "
+                    "every branch it still supports.%s" % (branch, advice))
+        return ""
+    designation, end = table[branch]
+    if end == "ended":
+        when = "is past its end of life"
+    elif end is not None and now > end:
+        when = "reached its end of life in %s" % _month_words(end)
+    else:
+        return ""
+    return "Driver branch %s (%s) %s: NVIDIA no longer fixes it, security fixes included.%s" % (
+        branch, designation, when, advice)
+
+
+def driver_end_of_life_summary(pairs, most=10):
+    """[(host, warning)] -> one line per distinct warning, naming its hosts: what a run says once.
+
+    Hosts without a warning are left out; at most ``most`` names a line, then how many more.
+    """
+    by_warning = {}
+    for pair in pairs or []:
+        host, warning = list(pair)[:2]
+        if warning:
+            by_warning.setdefault(warning, []).append(str(host))
+    lines = []
+    for warning in sorted(by_warning, key=lambda text: (-len(by_warning[text]), text)):
+        hosts = sorted(by_warning[warning])
+        names = ", ".join(hosts[:most]) + (" and %d more" % (len(hosts) - most) if len(hosts) > most else "")
+        lines.append("%d node%s (%s): %s" % (len(hosts), "" if len(hosts) == 1 else "s", names, warning))
+    return lines
+
+
 def driver_upstream(version):
     """'1:590.48.01-1' -> '590.48.01': the upstream part of a Debian version, '' for none."""
     if not version:
@@ -594,6 +683,8 @@ class FilterModule(object):
             "driver_upgrade_reasons": driver_upgrade_reasons,
             "driver_packages": driver_packages,
             "driver_branch_of": driver_branch_of,
+            "driver_end_of_life": driver_end_of_life,
+            "driver_end_of_life_summary": driver_end_of_life_summary,
             "driver_reboot_reasons": driver_reboot_reasons,
             "driver_install_specs": driver_install_specs,
             "openpgp_fingerprints": openpgp_fingerprints,

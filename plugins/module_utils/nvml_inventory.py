@@ -1593,7 +1593,7 @@ def summarise(answer, pci_devices, driver_installed, module_version, kernel_log=
     cuda = plain_version(answer.get("cuda_driver_version"))
     kmd = plain_version(answer.get("kmd_version")) or module_version
     driver_version = plain_version(answer.get("driver_version"))
-    if driver_version is None and outcome in ("ok", "no_devices"):
+    if driver_version is None and outcome in ("ok", "no_devices", "gpu_lost"):
         # The driver answered with a notice where its version was (610's 'Deprecated, see
         # "KMD version" instead'): the kernel-mode driver's version is the driver's version.
         driver_version = kmd

@@ -313,6 +313,13 @@ def gpu(name, **fields):
     ({"gpus": [gpu("TITAN RTX", compute_capability="7.5")]}, "590", []),
     ({"gpus": [gpu("RTX 4090", architecture="Ada Lovelace")]}, "590", []),
     ({"gpus": [gpu("future", architecture="Rubin")]}, "620", []),                 # unknown names are newer
+    # 610, 615 and 620 drive what 590 drives: Turing and newer (no branch has dropped Turing).
+    (smi_facts("telegraf-tesla-t4-aws-driver-515.105.01-v11.xml"), "620", []),   # Turing
+    (pci_only("0x1e02"), "615", []),                                              # TITAN RTX by PCI id
+    (nvml_facts(readings.H100), "610", []),
+    (pci_only("0x1db1"), "610", ["Maxwell, Pascal or Volta by its PCI id"]),      # V100
+    (pci_only("0x1db1"), "620", ["Maxwell, Pascal or Volta by its PCI id"]),
+    (nvml_facts(readings.QUADRO_P400_OLD_DRIVER), "615", ["Pascal"]),
     ({"gpus": [], "pci_devices": []}, "590", []),                                 # nothing known: nothing refused
 ])
 def test_branch_support(facts, branch, generations):
@@ -400,6 +407,7 @@ def test_nvswitch_flag_counts_too():
 
 @pytest.mark.parametrize("branch,scheme", [
     ("535", "branched"), ("570", "branched"), ("580", "branched"), ("590", "unbranched"), ("595", "unbranched"),
+    ("610", "unbranched"), ("615", "unbranched"), ("620", "unbranched"),
 ])
 def test_scheme(branch, scheme):
     assert plan.driver_scheme(branch, role_vars("Debian.yml")["__gpu_driver_unbranched_from"]["cuda_repo"]) == scheme
@@ -425,6 +433,12 @@ def debian_packages(branch, module, flavor, version=""):
                                         "nvidia-kernel-dkms", "nvidia-persistenced"]),
     ("595", "none", "any", "", ["nvidia-driver-pinning-595", "nvidia-smi", "libnvidia-ml1"]),
     ("595", "none", "any", "595.71.05", ["nvidia-driver-pinning-595.71.05", "nvidia-smi", "libnvidia-ml1"]),
+    # 610 to 620 as 590: nvidia-driver-pinning-610.43.02 and nvidia-open 610.43.02-1 in NVIDIA's repository.
+    ("610", "dkms", "open", "610.43.02", ["nvidia-driver-pinning-610.43.02", "nvidia-open", "nvidia-driver",
+                                          "nvidia-kernel-open-dkms", "nvidia-persistenced"]),
+    ("615", "none", "any", "", ["nvidia-driver-pinning-615", "nvidia-smi", "libnvidia-ml1"]),
+    ("620", "dkms", "proprietary", "", ["nvidia-driver-pinning-620", "cuda-drivers", "nvidia-driver",
+                                        "nvidia-kernel-dkms", "nvidia-persistenced"]),
 ])
 def test_debian_cuda_repo_packages_by_scheme(branch, module, flavor, version, packages):
     assert debian_packages(branch, module, flavor, version) == packages
@@ -663,3 +677,102 @@ def test_upgrade_playbook_reads_the_packages_before_deciding():
     names = [entry.get("name") for entry in _tasks(play["tasks"])]
     read = names.index("Read the node's packages (its fabric manager must match the driver)")
     assert read < names.index("Decide whether the node needs the new driver")
+
+
+# --------------------------------------------------------------------------
+# end of life (NVIDIA's data center driver lifecycle, the role's table)
+# --------------------------------------------------------------------------
+
+def lifecycle():
+    with open(os.path.join(ROLE, "vars", "main.yml")) as handle:
+        return yaml.safe_load(handle)["__gpu_driver_branch_lifecycle"]
+
+
+def test_the_lifecycle_table_knows_every_branch_the_role_installs():
+    table = lifecycle()
+    assert sorted(table) == ["535", "550", "570", "575", "580", "590", "595", "610", "615", "620"]
+    assert {entry["designation"] for entry in table.values()} == {
+        "long-term support branch", "production branch", "new feature branch"}
+
+
+@pytest.mark.parametrize("branch,today,words", [
+    # 535, the long-term branch whose end came in June 2026: supported through June, not after.
+    ("535", "2026-06-30", None),
+    ("535", "2026-07-01", "Driver branch 535 (long-term support branch) reached its end of life in June 2026"),
+    ("535", "2026-11-27", "reached its end of life in June 2026"),
+    ("570", "2026-11-27", "Driver branch 570 (production branch) reached its end of life in February 2026"),
+    ("550", "2026-11-27", "Driver branch 550 (production branch) is past its end of life"),
+    ("590", "2026-11-27", "Driver branch 590 (new feature branch) is past its end of life"),
+    ("610", "2026-08-31", None),
+    ("610", "2026-09-01", "Driver branch 610 (new feature branch) reached its end of life in August 2026"),
+    ("615", "2026-11-27", None),                      # the current new feature branch: no date
+    ("595", "2027-03-31", None),
+    ("595", "2027-04-01", "reached its end of life in March 2027"),
+    ("580", "2028-06-15", None),
+    ("620", "2029-09-30", None),
+    ("620", "2029-10-01", "reached its end of life in September 2029"),
+    ("470", "2026-11-27", "Driver branch 470 is past its end of life"),   # older than the table
+    ("545", "2026-11-27", "Driver branch 545 is past its end of life"),   # between its branches:
+    ("565", "2026-11-27", "Driver branch 565 is past its end of life"),   # NVIDIA lists every live one
+    ("625", "2026-11-27", None),                      # newer than the table: nothing known, nothing said
+    ("", "2026-11-27", None),
+    (None, "2026-11-27", None),
+])
+def test_end_of_life(branch, today, words):
+    said = plan.driver_end_of_life(branch, lifecycle(), today)
+    if words is None:
+        assert said == ""
+    else:
+        assert words in said
+        assert ("no longer lists it" if branch in ("470", "545", "565") else "security fixes included") in said
+
+
+def test_end_of_life_names_the_branches_still_supported():
+    said = plan.driver_end_of_life("535", lifecycle(), "2026-11-27")
+    assert said.endswith("Move to a branch NVIDIA still supports that drives this node's GPUs: 580 (long-term "
+                         "support branch, to June 2028), 595 (production branch, to March 2027), 620 (long-term "
+                         "support branch, to September 2029).")
+    # In April 2027, 595 is past its end too, and no longer offered.
+    said = plan.driver_end_of_life("595", lifecycle(), "2027-04-02")
+    assert "595 (production" not in said.split("Move to")[1] and "620 (long-term" in said
+
+
+def test_end_of_life_offers_only_branches_that_drive_the_gpus():
+    # A V100 on 535: 580 is the only supported branch that drives Volta.
+    said = plan.driver_end_of_life("535", lifecycle(), "2026-11-27", pci_only("0x1db1"))
+    assert said.endswith("that drives this node's GPUs: 580 (long-term support branch, to June 2028).")
+    # A Kepler K80 on 470: no supported branch drives it.
+    said = plan.driver_end_of_life("470", lifecycle(), "2026-11-27", pci_only("0x102d"))
+    assert said.endswith("No branch NVIDIA still supports drives this node's GPUs.")
+    # An H100 is offered all three.
+    assert "580 (long" in plan.driver_end_of_life("535", lifecycle(), "2026-11-27", nvml_facts(readings.H100))
+
+
+@pytest.mark.parametrize("branch", ["53", "latest", "5350", "N/A"])
+def test_end_of_life_of_what_is_not_a_branch_is_nothing(branch):
+    # A reported driver the role did not install (not three digits) must not fail a finished run.
+    assert plan.driver_end_of_life(branch, lifecycle(), "2026-11-27") == ""
+
+
+def test_end_of_life_summary_names_the_nodes_once_per_warning():
+    pairs = [("gpu-%02d" % number, "Driver branch 535 (...) reached its end of life in June 2026.")
+             for number in range(12)]
+    pairs += [("gpu-x", "Driver branch 570 (...)"), ("gpu-y", ""), ("gpu-z", None)]
+    assert plan.driver_end_of_life_summary(pairs) == [
+        "12 nodes (gpu-00, gpu-01, gpu-02, gpu-03, gpu-04, gpu-05, gpu-06, gpu-07, gpu-08, gpu-09 and 2 more): "
+        "Driver branch 535 (...) reached its end of life in June 2026.",
+        "1 node (gpu-x): Driver branch 570 (...)"]
+    assert plan.driver_end_of_life_summary([]) == [] and plan.driver_end_of_life_summary(None) == []
+
+
+@pytest.mark.parametrize("branch,table,today,words", [
+    ("535", {}, "yesterday", "YYYY-MM-DD"),
+    ("535", {"535": {"designation": "long-term support branch", "end_of_life": "June 2026"}}, "2026-01-01",
+     "YYYY-MM"),
+    ("535", {"535": {"end_of_life": "2026-06"}}, "2026-01-01", "designation"),
+    ("535", {"535": {"designation": "x", "end_of_life": "2026-13"}}, "2026-01-01", "YYYY-MM"),
+])
+def test_end_of_life_refuses_bad_data(branch, table, today, words):
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.driver_end_of_life(branch, table, today)
+    assert words in str(caught.value)
