@@ -87,7 +87,7 @@ class Faults:
 class Cluster:
     def __init__(self, description, base_dir="."):
         self.description = description
-        self.version = str(description.get("kubernetesVersion", "1.31.4")).lstrip("v")
+        self.version = str(description.get("kubernetesVersion", "1.37.0")).lstrip("v")
         self.timing = dict(DEFAULT_TIMING, **(description.get("timing") or {}))
         self.pod_security_default = description.get("podSecurityDefault", "privileged")
         self.store = Store()

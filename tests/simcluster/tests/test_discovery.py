@@ -18,8 +18,8 @@ def _raw(sim, path):
 def test_kubectl_version_reports_the_cluster_version(simulator):
     answer = json.loads(simulator.kubectl("version", "-o", "json").stdout)
     server = answer["serverVersion"]
-    assert server["gitVersion"] == "v1.31.4"
-    assert (server["major"], server["minor"]) == ("1", "31")
+    assert server["gitVersion"] == "v1.37.0"
+    assert (server["major"], server["minor"]) == ("1", "37")
     assert server["platform"] == "linux/amd64"
 
 
@@ -29,7 +29,7 @@ def test_version_and_health_need_no_token(simulator):
     anonymous.host = simulator.api.configuration.host
     anonymous.ssl_ca_cert = simulator.api.configuration.ssl_ca_cert
     with client.ApiClient(anonymous) as api:
-        assert client.VersionApi(api).get_code().git_version == "v1.31.4"
+        assert client.VersionApi(api).get_code().git_version == "v1.37.0"
         with pytest.raises(ApiException) as denied:
             client.CoreV1Api(api).list_namespaced_pod("default")
         assert denied.value.status == 401

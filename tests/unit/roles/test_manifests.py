@@ -27,7 +27,7 @@ from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 ROLES = os.path.join(COLLECTION, "roles")
-KUBERNETES = ["1.29.0", "1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0"]
+KUBERNETES = ["1.32.0", "1.33.0", "1.34.0", "1.35.0", "1.36.0", "1.37.0"]
 
 
 # ansible-test runs each unit test in a child process forked from the one that imported this
