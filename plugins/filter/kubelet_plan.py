@@ -597,9 +597,11 @@ def systemd_exec_start(texts):
 # using cgroup v1" unless the option is false.
 FAIL_CGROUP_V1_OPTION = (1, 31)
 FAIL_CGROUP_V1_DEFAULT_TRUE = (1, 35)
-KUBEADM_KUBELET_CONFIG = "/var/lib/kubelet/config.yaml"
-_FAIL_CGROUP_V1_FLAG_RE = re.compile(r"^--fail-cgroupv1(?:=(.*))?$")
-_BOOLEAN_WORDS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+# strconv.ParseBool, which pflag's bool flags use.
+_PARSE_BOOL = {"1": True, "t": True, "T": True, "TRUE": True, "true": True, "True": True,
+               "0": False, "f": False, "F": False, "FALSE": False, "false": False, "False": False}
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_BRACED_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _words(text):
@@ -609,7 +611,7 @@ def _words(text):
         return text.split()
 
 
-def _assignments(text, key):
+def _service_assignments(text, key):
     """Values of ``key=`` in the [Service] sections of a unit file text, in order."""
     values = []
     section = None
@@ -624,59 +626,21 @@ def _assignments(text, key):
     return values
 
 
-def _kubelet_words(texts):
-    """Every word that may reach kubelet's command line: ExecStart and Environment of the unit
-    files, and the assignments of environment files, in systemd's order."""
-    words = []
-    for text in texts:
-        if not isinstance(text, str):
-            raise AnsibleFilterError("expected the texts of kubelet's unit files and environment files, got %s: %r"
-                                     % (type(text).__name__, text))
-        if "[Service]" in text:
-            for key in ("Environment", "ExecStart"):
-                for value in _assignments(text, key):
-                    for word in _words(value):
-                        words.extend(_words(word.partition("=")[2]) if key == "Environment" else [word])
-        else:
-            for line in text.splitlines():
-                line = line.strip()
-                if line and not line.startswith("#") and "=" in line:
-                    value = line.partition("=")[2].strip()
-                    if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'":
-                        value = value[1:-1]
-                    words.extend(_words(value))
-    return words
-
-
-def _flag_value(words, name):
-    """The last value given to flag ``name`` (--name=value or --name value), or None."""
-    value = None
-    for index, word in enumerate(words):
-        if word == name and index + 1 < len(words) and not words[index + 1].startswith("-"):
-            value = words[index + 1]
-        elif word.startswith(name + "="):
-            value = word[len(name) + 1:]
-    return value
-
-
-def kubelet_config_files(texts):
-    """Where kubelet reads its settings from, by its unit files (and environment files).
-
-    Returns ``{"config": path, "config_dir": path or None, "environment_files": [paths]}``:
-    the ``--config`` file (kubeadm's /var/lib/kubelet/config.yaml when no flag names one),
-    the ``--config-dir`` drop-in directory, and the ``EnvironmentFile=`` paths (a leading
-    '-', which makes the file optional, removed).
-    """
-    if isinstance(texts, str):
-        texts = [texts]
-    files = []
-    for text in texts or []:
-        if isinstance(text, str):
-            files.extend(value.lstrip("-") for value in _assignments(text, "EnvironmentFile"))
-    words = _kubelet_words([text for text in texts or [] if isinstance(text, str)])
-    return {"config": _flag_value(words, "--config") or KUBEADM_KUBELET_CONFIG,
-            "config_dir": _flag_value(words, "--config-dir"),
-            "environment_files": files}
+def _environment_file_assignments(text):
+    """{name: value} of an EnvironmentFile= text as systemd reads it: '#' and ';' lines are
+    comments, a trailing backslash continues a line, quotes are removed, and a line whose name
+    is not a variable name (``export X=1``) is ignored."""
+    assignments = {}
+    for line in _unit_lines(text):
+        name, equals, value = line.strip().partition("=")
+        name = name.strip()
+        if not equals or not _ENV_NAME_RE.match(name):
+            continue
+        value = value.strip()
+        if len(value) > 1 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        assignments[name] = value
+    return assignments
 
 
 def _read_files(files):
@@ -698,15 +662,114 @@ def _read_files(files):
     return read
 
 
-def kubelet_cgroup_v1_errors(version, cgroup_v2, unit_texts=(), files=(), config_files=None):
+def kubelet_command_line(unit_texts, environment_files=(), exec_start=None):
+    """kubelet's command line as systemd builds it from the unit, its drop-ins and environment files.
+
+    ``unit_texts``: the unit file and its drop-ins in systemd's order. ``environment_files``:
+    what was read of the ``EnvironmentFile=`` files ({path, content} or slurp results; a file
+    not read counts as empty). ``exec_start``: the effective command (systemd_exec_start's
+    answer, one command); by default worked out from the texts.
+
+    Returns ``{"argv": [...], "environment_files": [paths]}``: Environment= assignments in
+    order (an empty one resets them, a later one replaces an earlier), overridden by the
+    environment files in order; in the command, a ``$NAME`` word becomes the value split at
+    whitespace and ``${NAME}`` the value as one word (systemd.exec(5), "Command lines").
+    """
+    if isinstance(unit_texts, str):
+        unit_texts = [unit_texts]
+    texts = [text for text in unit_texts or [] if isinstance(text, str)]
+    if len(texts) != len(unit_texts or []):
+        raise AnsibleFilterError("kubelet_command_line expects the texts of kubelet's unit files, got %r"
+                                 % (unit_texts,))
+    environment = {}
+    file_paths = []
+    for text in texts:
+        for value in _service_assignments(text, "Environment"):
+            if not value:
+                environment = {}
+                continue
+            for word in _words(value):
+                name, equals, setting = word.partition("=")
+                if equals and _ENV_NAME_RE.match(name):
+                    environment[name] = setting
+        for value in _service_assignments(text, "EnvironmentFile"):
+            if not value:
+                file_paths = []
+            else:
+                file_paths.append(value.lstrip("-"))
+    read = dict(_read_files(environment_files))
+    for path in file_paths:
+        environment.update(_environment_file_assignments(read.get(path, "")))
+    if exec_start is None:
+        commands = systemd_exec_start(texts)
+        exec_start = commands[-1] if commands else ""
+    if isinstance(exec_start, (list, tuple)):
+        exec_start = exec_start[-1] if exec_start else ""
+    argv = []
+    for word in _words(str(exec_start)):
+        whole = re.match(r"^\$([A-Za-z_][A-Za-z0-9_]*)$", word)
+        if whole:
+            argv.extend(environment.get(whole.group(1), "").split())
+        else:
+            argv.append(_BRACED_RE.sub(lambda match: environment.get(match.group(1), ""), word))
+    if argv:
+        argv[0] = argv[0].lstrip("-@:+!")
+    return {"argv": argv, "environment_files": file_paths}
+
+
+def _flags(argv):
+    """[(name, value or None)] of kubelet's long flags, names normalised as kubelet's flag set
+    does ('_' is '-'); a non-boolean flag may take the next word as its value."""
+    flags = []
+    words = list(argv or [])
+    for index, word in enumerate(words):
+        if not word.startswith("--") or word == "--":
+            continue
+        name, equals, value = word[2:].partition("=")
+        name = name.replace("_", "-")
+        if not equals:
+            value = None
+            if name in ("config", "config-dir") and index + 1 < len(words) and not words[index + 1].startswith("-"):
+                value = words[index + 1]
+        flags.append((name, value))
+    return flags
+
+
+def kubelet_config_files(argv):
+    """Where kubelet reads its settings from, by its command line (kubelet_command_line's argv).
+
+    Returns ``{"config": path or None, "config_dir": path or None}``: kubelet reads a
+    configuration file only when ``--config`` names one, and drop-ins only with ``--config-dir``.
+    """
+    if isinstance(argv, dict):
+        argv = argv.get("argv")
+    found = {"config": None, "config_dir": None}
+    for name, value in _flags(argv):
+        if name == "config":
+            found["config"] = value
+        elif name == "config-dir":
+            found["config_dir"] = value
+    return found
+
+
+def _path_key(path):
+    # filepath.WalkDir: lexical order of the names within each directory, depth first.
+    return [part.encode("utf-8") for part in str(path).split("/")]
+
+
+def kubelet_cgroup_v1_errors(version, cgroup_v2, argv=(), files=(), config_files=None):
     """Why kubelet ``version`` would refuse to start on this host's cgroups, as sentences; [] when it starts.
 
-    ``cgroup_v2``: whether /sys/fs/cgroup is the unified hierarchy. ``unit_texts``: kubelet's unit
-    files. ``files``: what was read of the configuration file, the --config-dir drop-ins (in
-    kubelet's order) and the environment files ({path, content}, or slurp results; one not
-    read is left out). ``config_files``: kubelet_config_files' answer, which says which file
-    is which. A --fail-cgroupv1 flag wins over a drop-in, a drop-in over the file, the file
-    over the default (false up to 1.34, true from 1.35).
+    ``cgroup_v2``: whether /sys/fs/cgroup is the unified hierarchy. ``argv``: kubelet's command
+    line (kubelet_command_line). ``files``: what was read of the configuration file and of the
+    --config-dir drop-ins ({path, content} or slurp results, any order: the drop-ins are taken in
+    kubelet's walk order). ``config_files``: kubelet_config_files' answer.
+
+    The value is kubelet's: its default for the version, the configuration file (null there is
+    the default), the drop-ins in order (null there keeps the earlier value), then the last
+    --fail-cgroupv1 flag. A configuration file or drop-in folder that is named but missing is
+    not judged: kubelet cannot start before it exists (a node before kubeadm join), and it is
+    not this check's to say.
     """
     if cgroup_v2:
         return []
@@ -716,36 +779,63 @@ def kubelet_cgroup_v1_errors(version, cgroup_v2, unit_texts=(), files=(), config
                                  % (version,))
     if parsed < FAIL_CGROUP_V1_OPTION:
         return []
-    config_files = config_files or kubelet_config_files(list(unit_texts or []))
-    environment_files = set(config_files.get("environment_files") or [])
+    if isinstance(argv, dict):
+        argv = argv.get("argv")
+    config_files = config_files or kubelet_config_files(argv)
+    config, config_dir = config_files.get("config"), config_files.get("config_dir")
     read = _read_files(files)
+    by_path = dict(read)
+    if config and config not in by_path:
+        return []
+    dropins = sorted((path for path, dummy in read
+                      if config_dir and path != config and str(path).startswith(str(config_dir).rstrip("/") + "/")
+                      and str(path).endswith(".conf")), key=_path_key)
     fail = parsed >= FAIL_CGROUP_V1_DEFAULT_TRUE
     source = "its default from 1.35" if fail else "its default"
-    for path, content in read:
-        if path in environment_files:
-            continue
+    set_in = None
+    for path in ([config] if config else []) + dropins:
         try:
-            data = yaml.safe_load(content or "") or {}
+            data = yaml.safe_load(by_path[path] or "") or {}
         except yaml.YAMLError as err:
             return ["kubelet's configuration %s is not YAML (%s); kubelet %s would not start with it; gpu_kubelet "
                     "changed nothing." % (path, str(err).splitlines()[0], version)]
-        if isinstance(data, dict) and "failCgroupV1" in data:
-            fail = data["failCgroupV1"] is True or str(data["failCgroupV1"]).lower() == "true"
-            source = "failCgroupV1: %s in %s" % (str(data["failCgroupV1"]).lower(), path)
-    words = _kubelet_words(list(unit_texts or []) + [content for path, content in read if path in environment_files])
-    for word in words:
-        match = _FAIL_CGROUP_V1_FLAG_RE.match(word)
-        if match:
-            value = match.group(1)
-            fail = True if value is None else _BOOLEAN_WORDS.get(value.lower(), True)
-            source = "the flag %s" % word
+        if not isinstance(data, dict) or "failCgroupV1" not in data:
+            continue
+        value = data["failCgroupV1"]
+        if value is None:
+            if path == config:
+                fail = parsed >= FAIL_CGROUP_V1_DEFAULT_TRUE
+                source, set_in = "failCgroupV1 is null in %s, so its default" % path, None
+            continue
+        if not isinstance(value, bool):
+            return ["failCgroupV1 in %s is %r, which kubelet cannot read (true or false); kubelet %s would not "
+                    "start with it; gpu_kubelet changed nothing." % (path, value, version)]
+        fail = value
+        source, set_in = "failCgroupV1: %s in %s" % (str(value).lower(), path), path
+    for name, value in _flags(argv):
+        if name != "fail-cgroupv1":
+            continue
+        if value is None:
+            fail = True
+        elif value in _PARSE_BOOL:
+            fail = _PARSE_BOOL[value]
+        else:
+            return ["kubelet %s would not start: --fail-cgroupv1=%s is not true or false; gpu_kubelet changed nothing."
+                    % (version, value)]
+        source = set_in = "the flag --fail-cgroupv1%s" % ("" if value is None else "=" + value)
     if not fail:
         return []
+    if set_in:
+        way = "change it where it is set (%s) to false" % set_in
+    elif config:
+        way = ("set failCgroupV1: false in kubelet's configuration (%s; on a kubeadm node in the kubelet-config "
+               "ConfigMap, whose copy kubeadm upgrade writes back to that file)" % config)
+    else:
+        way = "give kubelet --fail-cgroupv1=false (it reads no configuration file)"
     return ["kubelet %s refuses to start on this host: it runs cgroup v1 (/sys/fs/cgroup is not the unified "
             "hierarchy) and failCgroupV1 is true (%s). Boot the node with cgroup v2 "
-            "(systemd.unified_cgroup_hierarchy=1 on the kernel command line), or set failCgroupV1: false in "
-            "kubelet's configuration (%s) to keep cgroup v1, which Kubernetes no longer supports; gpu_kubelet "
-            "changed nothing." % (version, source, config_files.get("config") or KUBEADM_KUBELET_CONFIG)]
+            "(systemd.unified_cgroup_hierarchy=1 on the kernel command line), or %s to keep cgroup v1, which "
+            "Kubernetes no longer supports; gpu_kubelet changed nothing." % (version, source, way)]
 
 
 class FilterModule(object):
@@ -755,6 +845,7 @@ class FilterModule(object):
             "kubelet_flag_errors": kubelet_flag_errors,
             "kubelet_gpu_args": kubelet_gpu_args,
             "systemd_exec_start": systemd_exec_start,
+            "kubelet_command_line": kubelet_command_line,
             "kubelet_config_files": kubelet_config_files,
             "kubelet_cgroup_v1_errors": kubelet_cgroup_v1_errors,
         }

@@ -629,8 +629,8 @@ def test_exec_start_needs_texts(texts):
 
 
 def test_filter_names():
-    assert sorted(plan.FilterModule().filters()) == ["kubelet_cgroup_v1_errors", "kubelet_config_files",
-                                                     "kubelet_flag_errors", "kubelet_gpu_args", "kubelet_version",
+    assert sorted(plan.FilterModule().filters()) == ["kubelet_cgroup_v1_errors", "kubelet_command_line",
+                                                     "kubelet_config_files", "kubelet_flag_errors", "kubelet_gpu_args", "kubelet_version",
                                                      "systemd_exec_start"]
 
 
@@ -638,7 +638,8 @@ def test_filter_names():
 # cgroup v1: failCgroupV1 (KEP-4569 in 1.31, true by default from 1.35 by KEP-5573)
 # --------------------------------------------------------------------------
 
-# kubeadm's kubelet drop-in, as the kubeadm package installs it (the molecule scenario's copy).
+# kubelet.service and kubeadm's kubelet drop-in, as the packages install them (the molecule scenario's copies).
+KUBELET_UNIT = "[Unit]\nDescription=kubelet\n[Service]\nExecStart=/usr/bin/kubelet\nRestart=always\n"
 KUBEADM_DROPIN = """[Service]
 Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"
 Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
@@ -647,82 +648,141 @@ EnvironmentFile=-/etc/default/kubelet
 ExecStart=
 ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
 """
-KUBEADM_CONFIG = {"path": "/var/lib/kubelet/config.yaml",
-                  "content": "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"}
+CONFIG_PATH = "/var/lib/kubelet/config.yaml"
+CONFIG_TEXT = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\ncgroupDriver: systemd\n"
+KUBEADM_FLAGS = ('KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock '
+                 '--pod-infra-container-image=registry.k8s.io/pause:3.10"\n')
 
 
-def config(path, text):
-    return {"path": path, "content": text}
+def text(path, content):
+    return {"path": path, "content": content}
 
 
-def test_kubelet_config_files_of_the_kubeadm_layout():
-    assert plan.kubelet_config_files(["[Service]\nExecStart=/usr/bin/kubelet\n", KUBEADM_DROPIN]) == {
-        "config": "/var/lib/kubelet/config.yaml", "config_dir": None,
-        "environment_files": ["/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet"]}
+def command_line(units=(KUBELET_UNIT, KUBEADM_DROPIN), default_kubelet="", flags=KUBEADM_FLAGS, extra_units=()):
+    env = [text("/var/lib/kubelet/kubeadm-flags.env", flags), text("/etc/default/kubelet", default_kubelet)]
+    return plan.kubelet_command_line(list(units) + list(extra_units), env)
 
 
-def test_kubelet_config_files_from_the_command_line():
-    unit = "[Service]\nExecStart=/usr/local/bin/kubelet --config /etc/kubelet/k.yaml --config-dir=/etc/kubelet/k.d\n"
-    assert plan.kubelet_config_files([unit])["config"] == "/etc/kubelet/k.yaml"
-    assert plan.kubelet_config_files([unit])["config_dir"] == "/etc/kubelet/k.d"
-    # No --config anywhere: kubeadm's path.
-    assert plan.kubelet_config_files(["[Service]\nExecStart=/usr/bin/kubelet\n"])["config"] == "/var/lib/kubelet/config.yaml"
+def refused(version="1.35.0", config=CONFIG_TEXT, dropins=(), **kwargs):
+    line = command_line(**kwargs)
+    files = ([text(CONFIG_PATH, config)] if config is not None else []) + list(dropins)
+    return plan.kubelet_cgroup_v1_errors(version, False, line["argv"], files, plan.kubelet_config_files(line["argv"]))
 
 
-@pytest.mark.parametrize("version,refused", [
+def test_the_kubeadm_command_line_as_systemd_builds_it():
+    line = command_line(default_kubelet='KUBELET_EXTRA_ARGS="--max-pods=150 --node-labels=example.com/team=ml"\n')
+    assert line["environment_files"] == ["/var/lib/kubelet/kubeadm-flags.env", "/etc/default/kubelet"]
+    assert line["argv"] == [
+        "/usr/bin/kubelet", "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
+        "--kubeconfig=/etc/kubernetes/kubelet.conf", "--config=/var/lib/kubelet/config.yaml",
+        "--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock",
+        "--pod-infra-container-image=registry.k8s.io/pause:3.10", "--max-pods=150",
+        "--node-labels=example.com/team=ml"]
+    assert plan.kubelet_config_files(line["argv"]) == {"config": CONFIG_PATH, "config_dir": None}
+
+
+def test_environment_files_override_environment_and_only_the_command_counts():
+    # A drop-in's KUBELET_EXTRA_ARGS loses to /etc/default/kubelet's (empty, as the package ships it),
+    # a variable the command does not use never reaches kubelet, and a cleared ExecStart is gone.
+    dropin = ('[Service]\nEnvironment="KUBELET_EXTRA_ARGS=--fail-cgroupv1=false" "UNUSED=--fail-cgroupv1=false"\n')
+    unit = "[Service]\nExecStart=/usr/bin/kubelet --fail-cgroupv1=false\n"
+    errors = refused(units=(unit, KUBEADM_DROPIN), extra_units=(dropin,), default_kubelet="KUBELET_EXTRA_ARGS=\n")
+    assert errors and "its default from 1.35" in errors[0]
+
+
+def test_braced_variables_are_one_word_and_the_last_flag_wins():
+    unit = "[Service]\nEnvironment=A=--fail-cgroupv1=true B=--fail-cgroupv1=false\nExecStart=/usr/bin/kubelet $A ${B}\n"
+    assert plan.kubelet_command_line([unit])["argv"] == ["/usr/bin/kubelet", "--fail-cgroupv1=true",
+                                                         "--fail-cgroupv1=false"]
+    line = plan.kubelet_command_line([unit])
+    assert plan.kubelet_cgroup_v1_errors("1.35.0", False, line["argv"]) == []
+
+
+def test_environment_file_comments_and_export_are_not_assignments():
+    for line in (";KUBELET_EXTRA_ARGS=--fail-cgroupv1=false", "# KUBELET_EXTRA_ARGS=--fail-cgroupv1=false",
+                 "export KUBELET_EXTRA_ARGS=--fail-cgroupv1=false"):
+        assert refused(default_kubelet=line + "\n"), line
+    assert refused(default_kubelet="KUBELET_EXTRA_ARGS=--max-pods=10 \\\n --fail-cgroupv1=false\n") == []
+
+
+@pytest.mark.parametrize("version,expected", [
     ("1.30.14", False),   # no failCgroupV1 yet
     ("1.34.2", False),    # the option exists, false by default
     ("1.35.0", True),     # true by default
     ("1.37.1", True),
 ])
-def test_cgroup_v1_by_default(version, refused):
-    errors = plan.kubelet_cgroup_v1_errors(version, False, [KUBEADM_DROPIN], [KUBEADM_CONFIG])
-    assert bool(errors) is refused
-    if refused:
+def test_cgroup_v1_by_default(version, expected):
+    errors = refused(version)
+    assert bool(errors) is expected
+    if expected:
         assert "kubelet %s refuses to start on this host" % version in errors[0]
         assert "failCgroupV1 is true (its default from 1.35)" in errors[0]
         assert "systemd.unified_cgroup_hierarchy=1" in errors[0]
-        assert "failCgroupV1: false in kubelet's configuration (/var/lib/kubelet/config.yaml)" in errors[0]
-        assert "gpu_kubelet changed nothing" in errors[0]
+        assert "set failCgroupV1: false in kubelet's configuration (/var/lib/kubelet/config.yaml;" in errors[0]
+        assert "kubelet-config ConfigMap" in errors[0] and "gpu_kubelet changed nothing" in errors[0]
 
 
 def test_cgroup_v2_is_never_refused():
-    assert plan.kubelet_cgroup_v1_errors("1.37.1", True, [KUBEADM_DROPIN], [KUBEADM_CONFIG]) == []
+    line = command_line()
+    assert plan.kubelet_cgroup_v1_errors("1.37.1", True, line["argv"], [text(CONFIG_PATH, CONFIG_TEXT)]) == []
 
 
 def test_cgroup_v1_allowed_by_the_configuration_file():
-    allowed = config(KUBEADM_CONFIG["path"], KUBEADM_CONFIG["content"] + "failCgroupV1: false\n")
-    assert plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [allowed]) == []
+    assert refused(config=CONFIG_TEXT + "failCgroupV1: false\n") == []
+    # null is unset: the default again.
+    assert refused(config=CONFIG_TEXT + "failCgroupV1:\n")
 
 
-def test_a_drop_in_wins_over_the_file_and_the_flag_over_both():
-    allowed = config(KUBEADM_CONFIG["path"], KUBEADM_CONFIG["content"] + "failCgroupV1: false\n")
-    strict = config("/etc/kubernetes/kubelet.conf.d/90-strict.conf",
-                    "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nfailCgroupV1: true\n")
-    errors = plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [allowed, strict])
-    assert errors and "failCgroupV1: true in /etc/kubernetes/kubelet.conf.d/90-strict.conf" in errors[0]
-    # kubeadm-flags.env giving the flag (as KUBELET_KUBEADM_ARGS) wins over the drop-in.
-    flags = config("/var/lib/kubelet/kubeadm-flags.env", 'KUBELET_KUBEADM_ARGS="--fail-cgroupv1=false --node-ip=10.0.0.5"\n')
-    assert plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [allowed, strict, flags]) == []
-    # ... and a bare --fail-cgroupv1 means true, even on 1.34.
-    flags = config("/etc/default/kubelet", "KUBELET_EXTRA_ARGS=--fail-cgroupv1\n")
-    errors = plan.kubelet_cgroup_v1_errors("1.34.2", False, [KUBEADM_DROPIN], [allowed, flags])
-    assert errors and "the flag --fail-cgroupv1" in errors[0]
+def test_a_configuration_file_not_there_yet_is_not_judged():
+    # Before kubeadm join the named file does not exist: kubelet cannot start until it does.
+    assert refused(config=None) == []
+
+
+def test_without_config_kubelet_reads_no_file():
+    unit = "[Service]\nExecStart=/usr/bin/kubelet --kubeconfig=/etc/kubernetes/kubelet.conf\n"
+    line = plan.kubelet_command_line([unit])
+    assert plan.kubelet_config_files(line["argv"]) == {"config": None, "config_dir": None}
+    errors = plan.kubelet_cgroup_v1_errors("1.35.0", False, line["argv"], [text(CONFIG_PATH, "failCgroupV1: false\n")])
+    assert errors and "give kubelet --fail-cgroupv1=false (it reads no configuration file)" in errors[0]
+
+
+def test_drop_ins_in_walk_order_win_over_the_file_and_the_flag_over_both():
+    config_dir = "--config-dir=/etc/kubernetes/kubelet.conf.d"
+    dropins = [text("/etc/kubernetes/kubelet.conf.d/b/10-allow.conf", "failCgroupV1: false\n"),
+               text("/etc/kubernetes/kubelet.conf.d/b.conf", "failCgroupV1: true\n"),
+               text("/etc/kubernetes/kubelet.conf.d/.hidden.conf", "failCgroupV1: null\n")]
+    # Walk order: .hidden.conf, b/ (its 10-allow.conf), b.conf: true wins; null in a drop-in keeps the value.
+    errors = refused(config=CONFIG_TEXT + "failCgroupV1: false\n", dropins=dropins,
+                     default_kubelet="KUBELET_EXTRA_ARGS=%s\n" % config_dir)
+    assert errors and "failCgroupV1: true in /etc/kubernetes/kubelet.conf.d/b.conf" in errors[0]
+    assert "change it where it is set (/etc/kubernetes/kubelet.conf.d/b.conf) to false" in errors[0]
+    # A flag in kubeadm-flags.env (KUBELET_KUBEADM_ARGS), spelt with kubelet's '_' normalisation, wins.
+    assert refused(config=CONFIG_TEXT, dropins=dropins, default_kubelet="KUBELET_EXTRA_ARGS=%s\n" % config_dir,
+                   flags='KUBELET_KUBEADM_ARGS="--fail_cgroupv1=false"\n') == []
+    # A bare --fail-cgroupv1 means true, even on 1.34.
+    errors = refused("1.34.2", config=CONFIG_TEXT + "failCgroupV1: false\n",
+                     default_kubelet="KUBELET_EXTRA_ARGS=--fail-cgroupv1\n")
+    assert errors and "the flag --fail-cgroupv1)" in errors[0]
+
+
+@pytest.mark.parametrize("config,flags,words", [
+    (CONFIG_TEXT + 'failCgroupV1: "false"\n', KUBEADM_FLAGS, "failCgroupV1 in /var/lib/kubelet/config.yaml is 'false'"),
+    ("kind: [KubeletConfiguration\n", KUBEADM_FLAGS, "/var/lib/kubelet/config.yaml is not YAML"),
+    (CONFIG_TEXT, 'KUBELET_KUBEADM_ARGS="--fail-cgroupv1=FaLsE"\n', "--fail-cgroupv1=FaLsE is not true or false"),
+])
+def test_what_kubelet_cannot_read_is_said(config, flags, words):
+    errors = refused(config=config, flags=flags)
+    assert errors and words in errors[0]
 
 
 def test_slurp_results_are_read_as_slurp_returns_them():
     import base64
 
-    results = [{"item": "/var/lib/kubelet/config.yaml", "encoding": "base64",
+    line = command_line()
+    results = [{"item": CONFIG_PATH, "encoding": "base64",
                 "content": base64.b64encode(b"kind: KubeletConfiguration\nfailCgroupV1: false\n").decode()},
-               {"item": "/etc/default/kubelet", "failed": False, "msg": "file not found"}]
-    assert plan.kubelet_cgroup_v1_errors("1.36.3", False, [KUBEADM_DROPIN], results) == []
-
-
-def test_a_configuration_that_is_not_yaml_is_said():
-    broken = config(KUBEADM_CONFIG["path"], "kind: [KubeletConfiguration\n")
-    errors = plan.kubelet_cgroup_v1_errors("1.35.0", False, [KUBEADM_DROPIN], [broken])
-    assert errors and "/var/lib/kubelet/config.yaml is not YAML" in errors[0]
+               {"item": "/etc/kubernetes/missing.conf", "failed": False, "msg": "file not found"}]
+    assert plan.kubelet_cgroup_v1_errors("1.36.3", False, line["argv"], results) == []
 
 
 def test_cgroup_v1_errors_need_a_version():
