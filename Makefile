@@ -60,7 +60,7 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
@@ -150,13 +150,17 @@ collections: venv
 podman:
 	scripts/podman-setup.sh
 
-images: image-12 image-13
+images: image-12 image-13 image-forky
 
 image-12: podman
 	scripts/build-image.sh bookworm $(IMAGE_PREFIX):12
 
 image-13: podman
 	scripts/build-image.sh trixie $(IMAGE_PREFIX):13
+
+# Debian's testing suite (forky): containerd 2.x, for gpu_container_toolkit (tests/image/README.md).
+image-forky: podman
+	scripts/build-image.sh forky $(IMAGE_PREFIX):forky
 
 mirrors:
 	@for list in newer cuda toolkit; do \

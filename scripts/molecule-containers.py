@@ -5,7 +5,7 @@
 Each PLATFORM_JSON is one entry of the scenario's molecule.yml `platforms`.
 create removes what is left of an earlier run, then starts every platform's
 container at once: `podman run -d --name N --hostname N --label owner=molecule
-[--systemd=S] [-v VOLUME]... IMAGE COMMAND`, the arguments the driver's
+[--systemd=S] [--cap-add CAP]... [-v VOLUME]... IMAGE COMMAND`, the arguments the driver's
 podman_container task passes for the keys the scenarios use. destroy removes
 them (`podman rm -f -t 0`: they are thrown away, so systemd is not waited for).
 A platform key this script does not pass on is refused, naming it, rather than
@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 # Keys read by molecule itself (groups) or that need no podman argument here.
-KNOWN = {"name", "image", "pre_build_image", "command", "systemd", "volumes", "groups", "hostname"}
+KNOWN = {"name", "image", "pre_build_image", "command", "systemd", "volumes", "groups", "hostname", "capabilities"}
 SSH_DIR = os.environ.get("GPUFLEET_TEST_SSH_DIR", "/var/tmp/gpufleet-ssh")
 # As in .config/molecule/config.yml: ssh expands it for the user, host and port it is given.
 CONTROL_PATH = "/tmp/gpufleet-%i-%C"
@@ -42,6 +42,8 @@ def run_argv(platform):
             "--hostname", platform.get("hostname", platform["name"]), "--label", "owner=molecule"]
     if "systemd" in platform:
         argv.append(f"--systemd={str(platform['systemd']).lower()}")
+    for capability in platform.get("capabilities", []):
+        argv += ["--cap-add", capability]
     for volume in platform.get("volumes", []):
         argv += ["--volume", volume]
     argv += ["--volume", f"{authorized_key()}:/root/.ssh/authorized_keys:ro"]

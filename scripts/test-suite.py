@@ -107,6 +107,7 @@ def build_jobs():
         Job("collections", "set-up", make("collections"), needs=["venv"], estimate=5),
         Job("image 12", "set-up", make("image-12"), needs=["podman"], estimate=80),
         Job("image 13", "set-up", make("image-13"), needs=["podman"], estimate=80),
+        Job("image forky", "set-up", make("image-forky"), needs=["podman"], estimate=60),
         Job("mirrors", "set-up", make("mirrors"), needs=["system"], estimate=10),
         Job("ssh key", "set-up", make("ssh-key"), needs=["system"], estimate=1),
         Job("venv oldest", "set-up", make("venv-oldest"), needs=["uv"], estimate=15),
@@ -124,13 +125,19 @@ def build_jobs():
     molecule_needs = ["collections", "image 12", "image 13", "mirrors", "ssh key"]
     for scenario in scenarios:
         jobs.append(Job(f"molecule {scenario} {newest}", "molecule", make("molecule", SCENARIOS=scenario),
-                        needs=["venv"] + molecule_needs, locks=[f"scenario {scenario}"],
+                        needs=["venv"] + molecule_needs + scenario_images(scenario), locks=[f"scenario {scenario}"],
                         estimate=SCENARIO_ESTIMATES.get(scenario, 300)))
     for scenario in scenarios_oldest:
         jobs.append(Job(f"molecule {scenario} {oldest}", "molecule", make("molecule-oldest", SCENARIOS_OLDEST=scenario),
-                        needs=["venv oldest"] + molecule_needs, locks=[f"scenario {scenario}"],
+                        needs=["venv oldest"] + molecule_needs + scenario_images(scenario), locks=[f"scenario {scenario}"],
                         estimate=SCENARIO_ESTIMATES.get(scenario, 300)))
     return jobs
+
+
+def scenario_images(scenario):
+    """The set-up jobs of the images a scenario's platforms name beyond Debian 12 and 13."""
+    text = (REPO / "molecule" / scenario / "molecule.yml").read_text()
+    return [f"image {tag}" for tag in ("forky",) if re.search(rf"}}:{tag}\b", text)]
 
 
 def load_times():

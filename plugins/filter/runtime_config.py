@@ -130,6 +130,37 @@ def containerd_schema(version_text):
     raise AnsibleFilterError("containerd %s.%s.%s is not supported (1.x and 2.x are)" % match.groups())
 
 
+def containerd_config_schema(text, version_text):
+    """The schema config.toml is written in, as containerd reads it, and why it cannot be used.
+
+    Returns ``{"schema": N, "problem": ""}``, or ``{"schema": 0, "problem": "..."}`` for a file the
+    role must not write a drop-in for. A missing or empty file takes the schema of the containerd
+    binary (``version_text``); a file with settings and no ``version`` key is version 1 to containerd,
+    which containerd 1.x migrates alone and containerd 2.x no longer reads reliably.
+    """
+    native = containerd_schema(version_text)
+    if not (text or "").strip():
+        return {"schema": native, "problem": ""}
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        return {"schema": 0, "problem": "it is not valid TOML: %s" % err}
+    version = data.get("version")
+    if version is None:
+        if native == 2:
+            return {"schema": 2, "problem": ""}
+        return {"schema": 0, "problem": (
+            "it has no version key, which containerd reads as config version 1; containerd 2.x reads versions 2 and 3 "
+            "(write `containerd config migrate` into it, or add version = 2 if its settings are in version 2's layout)")}
+    if isinstance(version, bool) or not isinstance(version, int) or version not in CRI_PLUGIN:
+        return {"schema": 0, "problem": "its version is %r; gpu_container_toolkit writes drop-ins for versions 2 and 3" % (version,)}
+    if version > native:
+        return {"schema": 0, "problem": (
+            "it says version %d, which this containerd (config version %d at most) refuses; "
+            "upgrade containerd to 2.x, or write the file in version %d" % (version, native, native))}
+    return {"schema": version, "problem": ""}
+
+
 def toml_imports(text):
     """The top-level ``imports`` list of a containerd config.toml (empty when it has none)."""
     imports = _loads(text, "config.toml").get("imports", [])
@@ -231,24 +262,59 @@ def containerd_systemd_cgroup(dump_text, cgroup_driver="auto"):
     return bool(runc.get("options", {}).get("SystemdCgroup", False))
 
 
-def containerd_nvidia_dropin(baseline_dump, settings):
+def _deep_merge(base, other):
+    merged = dict(base)
+    for key, value in other.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _written_section(files, plugin):
+    """The CRI section as config.toml and its imports write it, later files over earlier ones."""
+    section = {}
+    for index, text in enumerate(files or []):
+        data = _loads(text, "config.toml" if index == 0 else "an imported file")
+        section = _deep_merge(section, data.get("plugins", {}).get(plugin) or {})
+    return section
+
+
+def containerd_nvidia_dropin(baseline_dump, settings, schema=None, files=None):
     """The drop-in as a dict: the effective CRI section from ``baseline_dump`` plus the nvidia runtime.
 
     settings: name, binary, cgroup_driver (auto|systemd|cgroupfs), default (bool), cdi (bool),
     cdi_spec_dirs (list). The baseline is ``containerd config dump`` without this drop-in.
+
+    ``schema`` is config.toml's own version (default: the dump's). containerd 2.x dumps version 3
+    whatever the file says; for a version-2 config.toml (a node upgraded from containerd 1.7) the
+    drop-in must be version 2 too, or containerd stops migrating config.toml (containerd issue
+    12891). Its CRI section then comes from ``files`` (the texts of config.toml and its imports, in
+    containerd's order, the drop-in left out), as they write it, in version 2's layout.
     """
     dump = _loads(baseline_dump, "containerd config dump")
-    schema = _schema_of(dump)
+    dumped = _schema_of(dump)
+    schema = dumped if schema is None else int(schema)
+    if schema not in CRI_PLUGIN or schema > dumped:
+        raise AnsibleFilterError("containerd dumps config version %d; a drop-in of version %r cannot go with it" % (dumped, schema))
     plugin = CRI_PLUGIN[schema]
-    section = dump.get("plugins", {}).get(plugin)
-    if section is None:
-        raise AnsibleFilterError("containerd config dump has no [plugins.%s] section: is the CRI plugin disabled?" % _string(plugin))
+    if schema == dumped:
+        section = dump.get("plugins", {}).get(plugin)
+        if section is None:
+            raise AnsibleFilterError("containerd config dump has no [plugins.%s] section: is the CRI plugin disabled?" % _string(plugin))
+    else:
+        if not files:
+            raise AnsibleFilterError("a version %d drop-in for a containerd that dumps version %d needs the texts of config.toml "
+                                     "and its imports" % (schema, dumped))
+        section = _written_section(files, plugin)
     name = settings.get("name", "nvidia")
     runtimes = _runtimes(section)
     runtime = dict(runtimes.get(name) or {})
     runtime["runtime_type"] = RUNC_TYPE
     options = dict(runtime.get("options") or {})
     options["BinaryName"] = settings["binary"]
+    # From the dump: what runc really gets, config.toml's defaults included.
     options["SystemdCgroup"] = containerd_systemd_cgroup(baseline_dump, settings.get("cgroup_driver", "auto"))
     runtime["options"] = options
     runtimes[name] = runtime
@@ -404,6 +470,7 @@ class FilterModule:
             "to_toml": to_toml,
             "from_toml": from_toml,
             "containerd_schema": containerd_schema,
+            "containerd_config_schema": containerd_config_schema,
             "toml_imports": toml_imports,
             "containerd_set_imports": containerd_set_imports,
             "containerd_add_import": containerd_add_import,

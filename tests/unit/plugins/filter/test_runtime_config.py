@@ -890,3 +890,106 @@ def test_a_broken_config_toml_is_refused_not_rewritten():
         rc.nvidia_runtime_config_set("disable-require = \n", {ENVVAR_KEY: False})
     with pytest.raises(AnsibleFilterError, match="top-level keys"):
         rc.nvidia_runtime_config_set(PACKAGED, {"nvidia-container-runtime": {"mode": "cdi"}})
+
+
+# --------------------------------------------------------------------------
+# containerd 2.x: config.toml's own version decides the drop-in's
+# --------------------------------------------------------------------------
+
+V2_BINARY = VERSION_LINES[2]  # Debian forky's containerd 2.1.9
+
+
+@pytest.mark.parametrize("text,version_text,schema", [
+    ("", VERSION_LINES[1], 2),                                       # no config.toml: the binary's version
+    ("", V2_BINARY, 3),
+    ("  \n", V2_BINARY, 3),
+    (fixture("forky-v2-config.toml"), V2_BINARY, 2),                 # Debian's containerd 2 package ships version 2
+    (fixture("forky-v3-config.toml"), V2_BINARY, 3),                 # `containerd config default`
+    (fixture("debian13-config.toml"), VERSION_LINES[1], 2),
+    ('[plugins.cri]\n  sandbox_image = "p"\n', VERSION_LINES[0], 2),  # version 1 under 1.x: as before
+    ("version = 2\n", V2_BINARY, 2),
+])
+def test_containerd_config_schema(text, version_text, schema):
+    assert rc.containerd_config_schema(text, version_text) == {"schema": schema, "problem": ""}
+
+
+@pytest.mark.parametrize("text,version_text,words", [
+    ('[plugins.cri]\n  sandbox_image = "p"\n', V2_BINARY, "no version key, which containerd reads as config version 1"),
+    ("version = 3\n", VERSION_LINES[1], "says version 3, which this containerd (config version 2 at most) refuses"),
+    ("version = 1\n", V2_BINARY, "its version is 1"),
+    ("version = 4\n", V2_BINARY, "its version is 4"),
+    ('version = "2"\n', V2_BINARY, "its version is '2'"),
+    ("version = true\n", V2_BINARY, "its version is True"),
+    ("version = [\n", V2_BINARY, "not valid TOML"),
+])
+def test_containerd_config_schema_refusals(text, version_text, words):
+    result = rc.containerd_config_schema(text, version_text)
+    assert result["schema"] == 0
+    assert words in result["problem"]
+
+
+def forky_files(name):
+    return [fixture(name + "-config.toml"), fixture(name + "-user.toml")]
+
+
+def test_version_2_config_on_containerd_2_gets_a_version_2_dropin():
+    """The real case: Debian's containerd 2.1.9 with its version 2 config.toml and a user import."""
+    dropin = rc.containerd_nvidia_dropin(fixture("forky-v2-dump-baseline.toml"), settings(cdi=True), 2, forky_files("forky-v2"))
+    assert dropin["version"] == 2
+    assert list(dropin["plugins"]) == [CRI]
+    section = dropin["plugins"][CRI]
+    # What config.toml and the import write, as written (no defaults of the dump), plus the runtime.
+    assert section["cni"] == {"bin_dir": "/usr/lib/cni", "conf_dir": "/etc/cni/net.d"}
+    assert section["sandbox_image"] == "registry.example/pause:3.9"
+    assert section["containerd"]["runtimes"]["runc"] == {"runtime_type": rc.RUNC_TYPE, "options": {"SystemdCgroup": True}}
+    assert section["containerd"]["runtimes"]["nvidia"] == {
+        "runtime_type": rc.RUNC_TYPE, "options": {"BinaryName": BINARY, "SystemdCgroup": True}}
+    assert section["enable_cdi"] is True and section["cdi_spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
+    assert "default_runtime_name" not in section["containerd"]
+    assert dropin == rc.from_toml(fixture("forky-v2-dropin.toml"))
+
+
+def test_the_version_3_dropin_the_role_wrote_before_would_lose_the_users_sandbox_image():
+    """containerd 2.1.9, config.toml version 2 and a version 3 drop-in: the dump shows the loss."""
+    dump = fixture("forky-v2-dump-v3-dropin.toml")
+    problems = rc.containerd_dump_problems(dump, fixture("forky-v2-dump-baseline.toml"),
+                                           rc.containerd_nvidia_dropin(fixture("forky-v2-dump-baseline.toml"), settings(cdi=True)))
+    assert any("pinned_images.sandbox changed from 'registry.example/pause:3.9'" in problem for problem in problems), problems
+
+
+@pytest.mark.parametrize("name,extra", [("forky-v2", {}), ("forky-v3", {"default": True})])
+def test_the_real_containerd_2_dumps_with_the_dropin_are_fine(name, extra):
+    expected = rc.containerd_nvidia_dropin(fixture(name + "-dump-baseline.toml"), settings(cdi=True, **extra))
+    assert expected["version"] == 3
+    assert rc.containerd_dump_problems(fixture(name + "-dump-with-dropin.toml"), fixture(name + "-dump-baseline.toml"), expected) == []
+
+
+def test_version_3_config_on_containerd_2_gets_the_dumped_section():
+    dropin = rc.containerd_nvidia_dropin(fixture("forky-v3-dump-baseline.toml"), settings(cdi=True, default=True), 3, forky_files("forky-v3"))
+    assert dropin["version"] == 3
+    assert dropin == rc.from_toml(fixture("forky-v3-dropin.toml"))
+    section = dropin["plugins"]["io.containerd.cri.v1.runtime"]
+    assert section["containerd"]["default_runtime_name"] == "nvidia"
+    assert section["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"] is True
+
+
+def test_later_files_win_key_by_key():
+    files = ['version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "a"\n  [plugins."io.containerd.grpc.v1.cri".cni]\n    bin_dir = "/x"\n',
+             'version = 2\n[plugins."io.containerd.grpc.v1.cri"]\n  sandbox_image = "b"\n',
+             'version = 2\n[plugins."io.containerd.grpc.v1.cri".cni]\n  conf_dir = "/y"\n']
+    section = rc.containerd_nvidia_dropin(V3_DUMP, settings(), 2, files)["plugins"][CRI]
+    assert section["sandbox_image"] == "b"
+    assert section["cni"] == {"bin_dir": "/x", "conf_dir": "/y"}
+
+
+@pytest.mark.parametrize("schema,files,words", [
+    (3, None, "a drop-in of version 3 cannot go with it"),
+    (2, None, "needs the texts of config.toml"),
+    (2, [], "needs the texts of config.toml"),
+    (2, ["version = ["], "config.toml is not valid TOML"),
+])
+def test_version_mismatches_refused(schema, files, words):
+    dump = V3_DUMP if schema == 2 else baseline("debian13")
+    with pytest.raises(AnsibleFilterError) as caught:
+        rc.containerd_nvidia_dropin(dump, settings(), schema, files)
+    assert words in str(caught.value)
