@@ -30,7 +30,8 @@ except ImportError:  # pragma: no cover - the controller runs Python >= 3.12
     tomllib = None
 
 # The CRI plugin section that holds the runtimes, by containerd config schema.
-CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+# Version 4 (containerd 2.3) keeps version 3's plugin names.
+CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime", 4: "io.containerd.cri.v1.runtime"}
 RUNC_TYPE = "io.containerd.runc.v2"
 DEFAULT_CDI_SPEC_DIRS = ["/etc/cdi", "/var/run/cdi"]
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -118,25 +119,29 @@ def from_toml(text):
 # ---------------------------------------------------------------- containerd
 
 def containerd_schema(version_text):
-    """The config schema a containerd speaks, from ``containerd --version``: 1.x -> 2, 2.x -> 3."""
+    """The config version a containerd dumps, from ``containerd --version``: 1.x -> 2, 2.0 to 2.2 -> 3, 2.3 and later 2.x -> 4."""
     match = _VERSION.search(str(version_text or ""))
     if not match:
         raise AnsibleFilterError("cannot read a containerd version from %r" % (version_text,))
-    major = int(match.group(1))
+    major, minor = int(match.group(1)), int(match.group(2))
     if major == 1:
         return 2
     if major == 2:
-        return 3
+        return 4 if minor >= 3 else 3
     raise AnsibleFilterError("containerd %s.%s.%s is not supported (1.x and 2.x are)" % match.groups())
 
 
-def containerd_config_schema(text, version_text):
-    """The schema config.toml is written in, as containerd reads it, and why it cannot be used.
+def containerd_config_schema(text, version_text, imports=None):
+    """The version containerd reads config.toml in, and why no drop-in can go beside it.
 
     Returns ``{"schema": N, "problem": ""}``, or ``{"schema": 0, "problem": "..."}`` for a file the
-    role must not write a drop-in for. A missing or empty file takes the schema of the containerd
-    binary (``version_text``); a file with settings and no ``version`` key is version 1 to containerd,
-    which containerd 1.x migrates alone and containerd 2.x no longer reads reliably.
+    role must not write a drop-in for. ``imports``: the files config.toml imports, {path: text},
+    the role's drop-in left out. A missing or empty file takes the version of the containerd binary
+    (``version_text``). A file without a ``version`` key is version 1 to containerd: containerd
+    1.x migrates it, and containerd 2.0 to 2.2 bump it to version 3 unmigrated, which loses the
+    settings of a ``plugins`` table in it. containerd 2.0 to 2.2 take the version of the last file
+    that names one for the whole configuration, so imports of another version than config.toml's
+    are refused there too (2.3 migrates each file on its own).
     """
     native = containerd_schema(version_text)
     if not (text or "").strip():
@@ -147,17 +152,29 @@ def containerd_config_schema(text, version_text):
         return {"schema": 0, "problem": "it is not valid TOML: %s" % err}
     version = data.get("version")
     if version is None:
-        if native == 2:
-            return {"schema": 2, "problem": ""}
+        if native == 2 or "plugins" not in data:
+            return {"schema": 2 if native == 2 else native, "problem": ""}
         return {"schema": 0, "problem": (
-            "it has no version key, which containerd reads as config version 1; containerd 2.x reads versions 2 and 3 "
-            "(write `containerd config migrate` into it, or add version = 2 if its settings are in version 2's layout)")}
+            "it has no version key, which containerd reads as config version 1, and containerd 2.x does not migrate "
+            "the plugins settings of a version 1 file; add version = 2 if its plugins tables use version 2's full "
+            "plugin IDs (\"io.containerd.grpc.v1.cri\")")}
     if isinstance(version, bool) or not isinstance(version, int) or version not in CRI_PLUGIN:
-        return {"schema": 0, "problem": "its version is %r; gpu_container_toolkit writes drop-ins for versions 2 and 3" % (version,)}
+        return {"schema": 0, "problem": "its version is %r; gpu_container_toolkit writes drop-ins for versions 2 to 4" % (version,)}
     if version > native:
         return {"schema": 0, "problem": (
             "it says version %d, which this containerd (config version %d at most) refuses; "
-            "upgrade containerd to 2.x, or write the file in version %d" % (version, native, native))}
+            "upgrade containerd, or write the file in version %d" % (version, native, native))}
+    if native == 3:
+        for path in sorted(imports or {}):
+            try:
+                theirs = tomllib.loads(imports[path] or "").get("version")
+            except tomllib.TOMLDecodeError as err:
+                return {"schema": 0, "problem": "it imports %s, which is not valid TOML: %s" % (path, err)}
+            if theirs not in (None, 0, version):
+                return {"schema": 0, "problem": (
+                    "it is version %d and imports %s, which is version %r; containerd 2.0 to 2.2 read the whole "
+                    "configuration in the version of the last file that names one, so a drop-in of either version "
+                    "leaves the other file's settings unmigrated; write both in one version" % (version, path, theirs))}
     return {"schema": version, "problem": ""}
 
 
@@ -242,7 +259,7 @@ def containerd_add_import(text, path, schema=2):
 def _schema_of(dump):
     version = dump.get("version", 1)
     if version not in CRI_PLUGIN:
-        raise AnsibleFilterError("containerd's configuration has version %r; gpu_container_toolkit supports 2 and 3" % (version,))
+        raise AnsibleFilterError("containerd's configuration has version %r; gpu_container_toolkit supports 2 to 4" % (version,))
     return version
 
 
@@ -287,11 +304,11 @@ def containerd_nvidia_dropin(baseline_dump, settings, schema=None, files=None):
     settings: name, binary, cgroup_driver (auto|systemd|cgroupfs), default (bool), cdi (bool),
     cdi_spec_dirs (list). The baseline is ``containerd config dump`` without this drop-in.
 
-    ``schema`` is config.toml's own version (default: the dump's). containerd 2.x dumps version 3
-    whatever the file says; for a version-2 config.toml (a node upgraded from containerd 1.7) the
-    drop-in must be version 2 too, or containerd stops migrating config.toml (containerd issue
-    12891). Its CRI section then comes from ``files`` (the texts of config.toml and its imports, in
-    containerd's order, the drop-in left out), as they write it, in version 2's layout.
+    ``schema`` is config.toml's own version (default: the dump's). containerd 2.x dumps its own
+    version (3, or 4 from 2.3) whatever the file says; for a version-2 config.toml (a node upgraded
+    from containerd 1.7) the drop-in must be version 2 too, or containerd 2.0 to 2.2 stop migrating
+    config.toml (containerd pull request 12891). Its CRI section then comes from ``files`` (the texts
+    of config.toml and its imports, in containerd's order, the drop-in left out), as they write it.
     """
     dump = _loads(baseline_dump, "containerd config dump")
     dumped = _schema_of(dump)

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright: (c) 2026, gpufleet.nvidia contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ask containerd's CRI plugin for its status, as kubelet does: runtime.v1.RuntimeService/Status.

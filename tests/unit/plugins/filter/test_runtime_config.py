@@ -223,6 +223,9 @@ def test_from_toml_errors_say_where():
     ("containerd github.com/containerd/containerd v1.6.36 88c3d9bc5b5a193f40b7c14fa996d23532d6f956", 2),
     ("containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811ccaba3376", 3),
     ("containerd containerd.io v2.0.5 fb4c30d4ede3531652d86197bf3fc9515e5276d9", 3),
+    ("containerd github.com/containerd/containerd/v2 v2.2.7 0123456789abcdef", 3),
+    # containerd 2.3 dumps config version 4 (version/version.go ConfigVersion), same plugin names.
+    ("containerd github.com/containerd/containerd/v2 v2.3.0 0123456789abcdef", 4),
 ])
 def test_containerd_schema(text, schema):
     assert rc.containerd_schema(text) == schema
@@ -466,11 +469,11 @@ def test_bad_cgroup_driver_names_the_variable(driver):
     assert repr(driver) in str(caught.value)
 
 
-@pytest.mark.parametrize("dump", ["version = 1\n", "root = '/var/lib/containerd'\n"])
-def test_old_config_versions_are_refused(dump):
+@pytest.mark.parametrize("dump", ["version = 1\n", "root = '/var/lib/containerd'\n", "version = 5\n"])
+def test_config_versions_other_than_2_to_4_are_refused(dump):
     with pytest.raises(AnsibleFilterError) as caught:
         rc.containerd_systemd_cgroup(dump, "auto")
-    assert "supports 2 and 3" in str(caught.value)
+    assert "supports 2 to 4" in str(caught.value)
 
 
 # --------------------------------------------------------------------------
@@ -908,16 +911,38 @@ V2_BINARY = VERSION_LINES[2]  # Debian forky's containerd 2.1.9
     (fixture("debian13-config.toml"), VERSION_LINES[1], 2),
     ('[plugins.cri]\n  sandbox_image = "p"\n', VERSION_LINES[0], 2),  # version 1 under 1.x: as before
     ("version = 2\n", V2_BINARY, 2),
+    ("# only a comment\n", V2_BINARY, 3),                              # no plugins table: nothing to migrate
+    ('imports = ["conf.d/*.toml"]\n', V2_BINARY, 3),
+    ("version = 2\n", "containerd github.com/containerd/containerd/v2 v2.3.0 abc", 2),
+    ("version = 3\n", "containerd github.com/containerd/containerd/v2 v2.3.0 abc", 3),
+    ("version = 4\n", "containerd github.com/containerd/containerd/v2 v2.3.0 abc", 4),
 ])
 def test_containerd_config_schema(text, version_text, schema):
     assert rc.containerd_config_schema(text, version_text) == {"schema": schema, "problem": ""}
 
 
+def test_imports_of_the_same_version_or_none_are_fine():
+    imports = {"/etc/containerd/user.toml": fixture("forky-v2-user.toml"), "/etc/containerd/plain.toml": "root = '/x'\n"}
+    assert rc.containerd_config_schema(fixture("forky-v2-config.toml"), V2_BINARY, imports) == {"schema": 2, "problem": ""}
+
+
+def test_an_import_of_another_version_is_refused_on_containerd_2_0_to_2_2():
+    imports = {"/etc/containerd/user.toml": fixture("forky-v2-user.toml")}
+    result = rc.containerd_config_schema(fixture("forky-v3-config.toml"), V2_BINARY, imports)
+    assert result["schema"] == 0
+    assert "is version 3 and imports /etc/containerd/user.toml, which is version 2" in result["problem"]
+    # containerd 2.3 migrates each file on its own.
+    assert rc.containerd_config_schema(fixture("forky-v3-config.toml"), "containerd x v2.3.1 abc", imports) == \
+        {"schema": 3, "problem": ""}
+
+
 @pytest.mark.parametrize("text,version_text,words", [
     ('[plugins.cri]\n  sandbox_image = "p"\n', V2_BINARY, "no version key, which containerd reads as config version 1"),
+    ('[plugins."io.containerd.grpc.v1.cri"]\n', V2_BINARY, "add version = 2 if its plugins tables use version 2's full"),
+    ("version = 4\n", V2_BINARY, "says version 4, which this containerd (config version 3 at most) refuses"),
     ("version = 3\n", VERSION_LINES[1], "says version 3, which this containerd (config version 2 at most) refuses"),
     ("version = 1\n", V2_BINARY, "its version is 1"),
-    ("version = 4\n", V2_BINARY, "its version is 4"),
+    ("version = 5\n", V2_BINARY, "its version is 5"),
     ('version = "2"\n', V2_BINARY, "its version is '2'"),
     ("version = true\n", V2_BINARY, "its version is True"),
     ("version = [\n", V2_BINARY, "not valid TOML"),
