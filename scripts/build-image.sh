@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 suite=${1:?usage: build-image.sh <suite> <image-name>}
 image=${2:?usage: build-image.sh <suite> <image-name>}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,sudo,procps,gnupg,ca-certificates,iproute2,kmod,openssh-server
+packages=systemd,systemd-sysv,dbus,python3,python3-apt,python3-debian,python3-yaml,sudo,procps,gnupg,ca-certificates,iproute2,kmod,openssh-server
 
 # Debian's testing and unstable suites carry a Release file valid for a week; the archive this
 # machine reaches can be older than that, so apt is told not to judge its age there (the

@@ -521,6 +521,98 @@ def kubelet_gpu_args(settings):
 
 
 # --------------------------------------------------------------------------
+# The kubelet configuration drop-in directory (--config-dir)
+# --------------------------------------------------------------------------
+
+# --config-dir: alpha in 1.28 and 1.29 (only with the KUBELET_CONFIG_DROPIN_DIR_ALPHA
+# environment variable, dropped by kubernetes/kubernetes#122907 in 1.30), beta in 1.30/1.31,
+# GA in 1.35 (KEP-3983, kubernetes/enhancements keps/sig-node/3983-drop-in-configuration).
+# Before 1.32 kubelet merged drop-ins into its internal struct without defaulting
+# (kubernetes/kubernetes#126630, #124796), rewritten as a JSON merge patch by #127421 (1.32).
+# The role writes its settings there from 1.35 on unless told otherwise, and refuses to before 1.32.
+CONFIG_DIR_FLAG = (1, 32)
+CONFIG_DIR_GA = (1, 35)
+# The flags this role sets and their KubeletConfiguration (kubelet.config.k8s.io/v1beta1)
+# fields; --node-labels has no field and stays a flag.
+CONFIG_FIELDS = {
+    "--feature-gates": "featureGates",
+    "--register-with-taints": "registerWithTaints",
+    "--cpu-manager-policy": "cpuManagerPolicy",
+    "--reserved-cpus": "reservedSystemCPUs",
+    "--topology-manager-policy": "topologyManagerPolicy",
+    "--topology-manager-scope": "topologyManagerScope",
+}
+KUBELET_CONFIG_API = "kubelet.config.k8s.io/v1beta1"
+
+
+def _taint(spec):
+    key_value, dummy, effect = spec.rpartition(":")
+    key, equals, value = key_value.partition("=")
+    taint = {"key": key}
+    if equals:
+        taint["value"] = value
+    taint["effect"] = effect
+    return taint
+
+
+def kubelet_settings_in(version, asked="auto"):
+    """Where the role puts kubelet's settings for kubelet ``version``: 'flags' or 'config_dir'.
+
+    ``asked`` is gpu_kubelet_settings_in: auto (the drop-in directory from 1.35, where
+    --config-dir is GA; flags before), flags, or config_dir (refused before 1.30).
+    """
+    parsed = _parse_version(version)
+    if parsed is None:
+        raise AnsibleFilterError("kubelet_settings_in expects a kubelet version such as '1.35.0', got %r" % (version,))
+    if asked == "auto":
+        return "config_dir" if parsed >= CONFIG_DIR_GA else "flags"
+    if asked == "flags":
+        return "flags"
+    if asked == "config_dir":
+        if parsed < CONFIG_DIR_FLAG:
+            raise AnsibleFilterError(
+                "gpu_kubelet_settings_in is 'config_dir', but kubelet %s merges --config-dir drop-ins reliably only "
+                "from 1.32 (kubernetes/kubernetes#127421; 1.28 and 1.29 need KUBELET_CONFIG_DROPIN_DIR_ALPHA set); "
+                "use 'flags' or 'auto'" % (version,))
+        return "config_dir"
+    raise AnsibleFilterError("gpu_kubelet_settings_in must be auto, flags or config_dir, got %r" % (asked,))
+
+
+def kubelet_config_dropin(args, argv=()):
+    """Split kubelet_gpu_args' flags for the drop-in directory: ``{"flags": [...], "config": {...}}``.
+
+    ``config`` is a KubeletConfiguration with the fields of the flags that have one (the
+    feature gates as a map of booleans, the taints as a list of {key, value, effect}); ``flags``
+    keeps the rest (--node-labels), in their order. kubelet's flags win over its drop-ins, so a
+    setting whose flag kubelet's command line (``argv``, the role's own drop-in left out) already
+    has stays a flag: the role's comes after it, and wins as it always did (kubeadm join writes
+    --register-with-taints into kubeadm-flags.env for nodeRegistration.taints).
+    """
+    if not isinstance(args, (list, tuple)):
+        raise AnsibleFilterError("kubelet_config_dropin expects kubelet_gpu_args' list of flags, got %s: %r"
+                                 % (type(args).__name__, args))
+    given = {"--" + name for name, dummy in _flags(argv)}
+    flags = []
+    config = {"apiVersion": KUBELET_CONFIG_API, "kind": "KubeletConfiguration"}
+    for arg in args:
+        name, dummy, value = str(arg).partition("=")
+        field = CONFIG_FIELDS.get(name)
+        if field is None or name in given:
+            flags.append(arg)
+        elif field == "featureGates":
+            gates = {}
+            for pair in filter(None, value.split(",")):
+                gate, dummy, on = pair.partition("=")
+                gates[gate] = on.strip().lower() == "true"
+            config[field] = gates
+        elif field == "registerWithTaints":
+            config[field] = [_taint(spec) for spec in filter(None, value.split(","))]
+        else:
+            config[field] = value
+    return {"flags": flags, "config": config}
+
+
+# --------------------------------------------------------------------------
 # systemd: the effective ExecStart of a unit and its drop-ins
 # --------------------------------------------------------------------------
 
@@ -844,6 +936,8 @@ class FilterModule(object):
             "kubelet_version": kubelet_version,
             "kubelet_flag_errors": kubelet_flag_errors,
             "kubelet_gpu_args": kubelet_gpu_args,
+            "kubelet_settings_in": kubelet_settings_in,
+            "kubelet_config_dropin": kubelet_config_dropin,
             "systemd_exec_start": systemd_exec_start,
             "kubelet_command_line": kubelet_command_line,
             "kubelet_config_files": kubelet_config_files,

@@ -630,7 +630,8 @@ def test_exec_start_needs_texts(texts):
 
 def test_filter_names():
     assert sorted(plan.FilterModule().filters()) == ["kubelet_cgroup_v1_errors", "kubelet_command_line",
-                                                     "kubelet_config_files", "kubelet_flag_errors", "kubelet_gpu_args", "kubelet_version",
+                                                     "kubelet_config_dropin", "kubelet_config_files", "kubelet_flag_errors",
+                                                     "kubelet_gpu_args", "kubelet_settings_in", "kubelet_version",
                                                      "systemd_exec_start"]
 
 
@@ -789,3 +790,84 @@ def test_cgroup_v1_errors_need_a_version():
     with pytest.raises(AnsibleFilterError) as caught:
         plan.kubelet_cgroup_v1_errors("latest", False)
     assert "'latest'" in str(caught.value)
+
+
+# --------------------------------------------------------------------------
+# The configuration drop-in directory (--config-dir, KEP-3983)
+# --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version,asked,mode", [
+    ("1.34.2", "auto", "flags"),
+    ("1.35.0", "auto", "config_dir"),       # GA in 1.35
+    ("1.36.4", "auto", "config_dir"),
+    ("1.37.0", "auto", "config_dir"),
+    ("1.37.0", "flags", "flags"),
+    ("1.32.0", "config_dir", "config_dir"),  # drop-ins merged as a JSON merge patch from 1.32
+    ("1.34.2", "config_dir", "config_dir"),
+])
+def test_where_the_settings_go(version, asked, mode):
+    assert plan.kubelet_settings_in(version, asked) == mode
+
+
+@pytest.mark.parametrize("version,asked,words", [
+    ("1.29.15", "config_dir", "kubelet 1.29.15 merges --config-dir drop-ins reliably only from 1.32"),
+    ("1.31.2", "config_dir", "kubernetes/kubernetes#127421"),
+    ("1.28.3", "config_dir", "KUBELET_CONFIG_DROPIN_DIR_ALPHA"),
+    ("1.37.0", "both", "gpu_kubelet_settings_in must be auto, flags or config_dir, got 'both'"),
+    ("one", "auto", "expects a kubelet version"),
+])
+def test_where_the_settings_go_refusals(version, asked, words):
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.kubelet_settings_in(version, asked)
+    assert words in str(caught.value)
+
+
+def test_every_setting_with_a_field_goes_to_the_drop_in():
+    args = plan.kubelet_gpu_args(settings(
+        "1.37.0", labels={"nvidia.com/gpu.present": "true", "example.com/pool": "training"},
+        taints=["nvidia.com/gpu=present:NoSchedule", "example.com/dedicated:NoExecute", "example.com/empty=:PreferNoSchedule"],
+        topology_manager_policy="single-numa-node", topology_manager_scope="pod", cpu_manager_policy="static",
+        reserved_cpus="0-1", feature_gates={"MemoryManager": True, "CPUManagerPolicyOptions": False}))
+    split = plan.kubelet_config_dropin(args)
+    assert split["flags"] == ["--node-labels=example.com/pool=training,nvidia.com/gpu.present=true"]
+    assert split["config"] == {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+        "featureGates": {"CPUManagerPolicyOptions": False, "MemoryManager": True},
+        "registerWithTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+                               {"key": "example.com/dedicated", "effect": "NoExecute"},
+                               {"key": "example.com/empty", "value": "", "effect": "PreferNoSchedule"}],
+        "cpuManagerPolicy": "static", "reservedSystemCPUs": "0-1",
+        "topologyManagerPolicy": "single-numa-node", "topologyManagerScope": "pod"}
+
+
+@pytest.mark.parametrize("argv,kept", [
+    # kubeadm join: nodeRegistration.taints become --register-with-taints in kubeadm-flags.env
+    (["/usr/bin/kubelet", "--register-with-taints=node-role.example/gpu=:NoSchedule"], ["--register-with-taints"]),
+    (["/usr/bin/kubelet", "--cpu_manager_policy", "none", "--feature-gates=MemoryManager=false"],
+     ["--feature-gates", "--cpu-manager-policy"]),
+    (["/usr/bin/kubelet", "--config=/var/lib/kubelet/config.yaml"], []),
+])
+def test_a_setting_kubelet_already_has_as_a_flag_stays_a_flag(argv, kept):
+    args = plan.kubelet_gpu_args(settings("1.37.0", taints=["nvidia.com/gpu=present:NoSchedule"],
+                                          cpu_manager_policy="static", reserved_cpus="0-1",
+                                          feature_gates={"MemoryManager": True}))
+    split = plan.kubelet_config_dropin(args, argv)
+    order = ("--feature-gates", "--node-labels", "--register-with-taints", "--cpu-manager-policy")
+    assert [flag.split("=")[0] for flag in split["flags"]] == [name for name in order if name in kept + ["--node-labels"]]
+    fields = {"--feature-gates": "featureGates", "--register-with-taints": "registerWithTaints",
+              "--cpu-manager-policy": "cpuManagerPolicy"}
+    for flag, field in fields.items():
+        assert (field in split["config"]) == (flag not in kept)
+    assert split["config"]["reservedSystemCPUs"] == "0-1"
+
+
+def test_labels_only_leave_an_empty_configuration():
+    split = plan.kubelet_config_dropin(plan.kubelet_gpu_args(settings("1.37.0")))
+    assert split == {"flags": [GPU_LABEL],
+                     "config": {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}}
+
+
+def test_the_drop_in_wants_the_flag_list():
+    with pytest.raises(AnsibleFilterError) as caught:
+        plan.kubelet_config_dropin("--node-labels=a=b")
+    assert "kubelet_gpu_args' list of flags" in str(caught.value)
