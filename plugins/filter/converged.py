@@ -19,6 +19,8 @@ import json
 import os
 import re
 
+import yaml
+
 from ansible.errors import AnsibleFilterError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -54,8 +56,18 @@ def code_digest(role):
     return digest.hexdigest()
 
 
+def digest_of(value):
+    """A short digest of one input's value (16 hex digits: the record names, it does not prove)."""
+    try:
+        text = json.dumps(value, sort_keys=True, default=repr)
+    except (TypeError, ValueError) as err:
+        raise AnsibleFilterError("converged_digest cannot serialise %r: %s" % (value, err))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def converged_digest(data, role):
-    """Digest of a role's inputs: ``data`` (its variables and facts) and the role's code."""
+    """Digests of a role's inputs, a JSON object: one per variable and fact (``vars.NAME``, ``facts.NAME``, any
+    other key of ``data`` whole) and ``code``, the role's code, so that the converged module names what changed."""
     if not isinstance(data, dict):
         raise AnsibleFilterError("converged_digest expects a dict of the role's inputs, got %s" % type(data).__name__)
     if not isinstance(role, str) or not re.match(r"^[a-z][a-z0-9_]*$", role) \
@@ -65,13 +77,28 @@ def converged_digest(data, role):
     facts = inputs.get("facts")
     if isinstance(facts, dict) and "nvidia" in facts:
         inputs["facts"] = dict(facts, nvidia=stable_nvidia(facts["nvidia"]))
+    digests = {"code": code_digest(role)}
+    for key, value in inputs.items():
+        if isinstance(value, dict) and key in ("vars", "facts"):
+            digests.update(("%s.%s" % (key, name), digest_of(item)) for name, item in value.items())
+        else:
+            digests[str(key)] = digest_of(value)
+    return json.dumps(digests, sort_keys=True, separators=(",", ":"))
+
+
+def role_variables(role):
+    """The variables a role of this collection declares (its argument spec's options for the main entry point)."""
+    if not isinstance(role, str) or not re.match(r"^[a-z][a-z0-9_]*$", role):
+        raise AnsibleFilterError("role_variables: %r is not a role of this collection" % (role,))
+    path = os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")
     try:
-        text = json.dumps(inputs, sort_keys=True, default=repr)
-    except (TypeError, ValueError) as err:
-        raise AnsibleFilterError("converged_digest cannot serialise the inputs of %s: %s" % (role, err))
-    return hashlib.sha256((text + "\0" + code_digest(role)).encode()).hexdigest()
+        with open(path) as handle:
+            spec = yaml.safe_load(handle)
+    except (OSError, yaml.YAMLError) as err:
+        raise AnsibleFilterError("role_variables: cannot read the argument spec of %s: %s" % (role, err))
+    return sorted(spec["argument_specs"]["main"].get("options") or {})
 
 
 class FilterModule(object):
     def filters(self):
-        return {"converged_digest": converged_digest}
+        return {"converged_digest": converged_digest, "role_variables": role_variables}

@@ -29,14 +29,21 @@ options:
   inputs:
     description:
       - Digest of the role's inputs (its variables, the facts it reads and its own code), made on the controller by
-        the P(gpufleet.nvidia.converged_digest#filter) filter.
-    type: str
+        the P(gpufleet.nvidia.converged_digest#filter) filter - a JSON object of one digest per input, so that a
+        difference names the input (C(input vars.gpu_kubelet_taints)), or a single digest.
+    type: raw
     required: true
   paths:
     description:
       - Files and folders whose state is read, as paths or shell patterns (C(/etc/apt/sources.list.d/*)).
       - For each file its type, mode, owner, group and content (its SHA-256; for files over 1 MiB, such as
-        binaries, the size and modification time); a path that is absent is recorded as absent.
+        binaries, the size, inode and modification and change times, the last of which the kernel sets at every
+        write and no one can set back); for a symbolic link its target's text and the state of the file it leads
+        to; a path that is absent is recorded as absent. Patterns match hidden files too, as containerd's
+        imports do.
+      - The record keeps the patterns; a later comparison reads the record's patterns as well as these, so that
+        files only a complete run knows of (the imports a runtime's configuration names) are watched by every
+        comparison.
     type: list
     elements: str
     default: []
@@ -87,6 +94,10 @@ attributes:
 notes:
   - Needs C(dpkg-query) when O(packages) is given and C(systemctl) when O(units) is.
   - The record holds checksums, versions and unit states, no file content.
+  - A record is only believed when it is a regular file owned by the user the module runs as, writable by no one
+    else, in a folder that is owned by that user or root and writable by no one else, as are the folders above it
+    (a folder with the sticky bit, such as C(/tmp), excepted). Otherwise the comparison names the folder and the
+    role runs in full, and writing a record fails with the folder named.
 """
 
 EXAMPLES = r"""
@@ -114,11 +125,13 @@ recorded:
   returned: always
   type: bool
 differs:
-  description: What differs from the record, one entry each (C(inputs), C(file /etc/x), C(package containerd), ...).
+  description:
+    - What differs from the record, one entry each (C(input vars.gpu_driver_branch), C(file /etc/x),
+      C(package containerd), C(record directory /x ...), ...).
   returned: always
   type: list
   elements: str
-  sample: ["file /etc/apt/preferences.d/gpufleet-nvidia-driver.pref", "package nvidia-driver"]
+  sample: ["input facts.nvidia", "file /etc/apt/preferences.d/gpufleet-nvidia-driver.pref", "package nvidia-driver"]
 record_file:
   description: The record's file.
   returned: always
@@ -126,12 +139,12 @@ record_file:
 """
 
 import fnmatch
-import glob
 import hashlib
 import json
 import os
 import re
 import stat
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -139,18 +152,13 @@ BIG = 1 << 20
 PATTERN = re.compile(r"[*?[]")
 
 
-def file_state(path):
-    """What the record keeps of one path: None when absent."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return None
+def _target_state(info, path):
+    """Type, mode, owner, group and content of what lstat/stat gave for path."""
     state = [stat.filemode(info.st_mode), info.st_uid, info.st_gid]
-    if stat.S_ISLNK(info.st_mode):
-        state.append(os.readlink(path))
-    elif stat.S_ISREG(info.st_mode):
+    if stat.S_ISREG(info.st_mode):
         if info.st_size > BIG:
-            state.append("size %d mtime %d" % (info.st_size, info.st_mtime_ns))
+            state.append("size %d inode %d mtime %d ctime %d"
+                         % (info.st_size, info.st_ino, info.st_mtime_ns, info.st_ctime_ns))
         else:
             digest = hashlib.sha256()
             try:
@@ -163,11 +171,58 @@ def file_state(path):
     return state
 
 
+def file_state(path):
+    """What the record keeps of one path: None when absent. A link: its text, then what it leads to."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISLNK(info.st_mode):
+        return _target_state(info, path)
+    state = [stat.filemode(info.st_mode), info.st_uid, info.st_gid, os.readlink(path)]
+    target = os.path.realpath(path)
+    try:
+        state.append(_target_state(os.stat(target), target))
+    except OSError as error:
+        state.append("unresolved: %s" % error.strerror)
+    return state
+
+
+def expand(pattern):
+    """A shell pattern's matches, one path component at a time, hidden files included: a leading '.' needs no
+    '.' in the pattern, as with Go's filepath.Glob that containerd resolves its imports with (and Python's glob
+    with include_hidden, which Python before 3.11 lacks)."""
+    if not PATTERN.search(pattern):
+        return [pattern]
+    parts = pattern.split(os.sep)
+    found = [os.sep if pattern.startswith(os.sep) else ""]
+    for index, part in enumerate(parts):
+        if part == "" and index == 0:
+            continue
+        last = index == len(parts) - 1
+        matches = []
+        for folder in found:
+            if not PATTERN.search(part):
+                path = os.path.join(folder, part) if folder else part
+                if last and os.path.lexists(path) or not last and os.path.isdir(path):
+                    matches.append(path)
+                continue
+            try:
+                names = os.listdir(folder or ".")
+            except OSError:
+                continue
+            for name in sorted(names):
+                path = os.path.join(folder, name) if folder else name
+                if fnmatch.fnmatchcase(name, part) and (last or os.path.isdir(path)):
+                    matches.append(path)
+        found = matches
+    return sorted(found)
+
+
 def read_paths(patterns, exclude=()):
     files = {}
     for pattern in patterns:
-        matches = sorted(glob.glob(pattern)) if PATTERN.search(pattern) else [pattern]
-        for path in matches:
+        for path in expand(pattern):
             if not any(fnmatch.fnmatchcase(path, excluded) for excluded in exclude):
                 files[path] = file_state(path)
     return files
@@ -202,7 +257,8 @@ def parse_show(text):
                 units.append({})
             continue
         key, dummy, value = line.partition("=")
-        units[-1][key] = value
+        # EnvironmentFiles= and ExecStart= come once per entry: every entry is kept, one a line
+        units[-1][key] = units[-1][key] + "\n" + value if key in units[-1] else value
     return [unit for unit in units if unit]
 
 
@@ -222,16 +278,31 @@ def read_units(module, names):
         units[name] = " ".join("%s=%s" % (key, unit.get(key, "")) for key in ("LoadState", "UnitFileState", "ActiveState"))
         paths = [unit.get("FragmentPath", "")] + unit.get("DropInPaths", "").split()
         paths += [entry.split(" (")[0] for entry in unit.get("EnvironmentFiles", "").split("\n") if entry]
-        paths += re.findall(r"path=(\S+)", unit.get("ExecStart", ""))
+        paths += re.findall(r"^\{ path=(\S+) ;", unit.get("ExecStart", ""), re.MULTILINE)
         for path in paths:
             if path:
                 files[path] = file_state(path)
     return units, files
 
 
+def parse_inputs(value):
+    """The inputs' digests: a dict of one per input, or the text itself for a single digest. ansible-core before
+    2.19 hands over the filter's JSON text as the dict it reads, later releases as the text."""
+    if isinstance(value, dict):
+        return dict((str(key), str(digest)) for key, digest in value.items())
+    try:
+        inputs = json.loads(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return parse_inputs(inputs) if isinstance(inputs, dict) else str(value)
+
+
 def differences(old, new):
     differs = []
-    if old.get("inputs") != new["inputs"]:
+    before, now = old.get("inputs"), new["inputs"]
+    if isinstance(before, dict) and isinstance(now, dict):
+        differs.extend("input %s" % key for key in sorted(set(before) | set(now)) if before.get(key) != now.get(key))
+    elif before != now:
         differs.append("inputs")
     for kind, label in (("files", "file"), ("packages", "package"), ("units", "unit")):
         before, now = old.get(kind, {}), new[kind]
@@ -239,11 +310,77 @@ def differences(old, new):
     return differs
 
 
+def writable_by_others(info):
+    """Writable by anyone but its owner and root: by all, or by a group other than root's."""
+    return bool(info.st_mode & stat.S_IWOTH or info.st_mode & stat.S_IWGRP and info.st_gid != 0)
+
+
+def unsafe_above(folder, uid):
+    """Why a folder and those above it let others replace what is in it, or None. A folder must be owned by the
+    module's user or root and writable by no one else, unless root owns it and it has the sticky bit (/tmp)."""
+    while True:
+        try:
+            info = os.stat(folder)
+        except OSError as error:
+            return "%s: %s" % (folder, error.strerror)
+        if info.st_uid not in (uid, 0) or (writable_by_others(info) and not (info.st_mode & stat.S_ISVTX and info.st_uid == 0)):
+            return "%s is writable by others (mode %s, uid %d)" % (folder, stat.filemode(info.st_mode), info.st_uid)
+        if folder == os.path.dirname(folder):
+            return None
+        folder = os.path.dirname(folder)
+
+
+def unsafe(path, uid, folder):
+    """Why a record folder (folder=True) or file cannot be believed, or None: it must be owned by the module's user
+    (a folder may be root's too) and writable by no one else, and so every folder above it and above what it
+    resolves to."""
+    real = os.path.realpath(path)
+    try:
+        info = os.lstat(real if folder else path)
+    except OSError as error:
+        return "%s: %s" % (path, error.strerror)
+    if not (stat.S_ISDIR if folder else stat.S_ISREG)(info.st_mode):
+        return "%s is not a %s" % (path, "folder" if folder else "regular file")
+    if info.st_uid not in ((uid, 0) if folder else (uid,)):
+        return "%s is owned by uid %d" % (path, info.st_uid)
+    if writable_by_others(info):
+        return "%s is writable by others (mode %s)" % (path, stat.filemode(info.st_mode))
+    return unsafe_above(os.path.dirname(real), uid) or unsafe_above(os.path.dirname(path), uid)
+
+
+def write_record(path, state):
+    """The record, written to a scratch file of a name no one can guess or link in advance (mkstemp: O_EXCL,
+    mode 0600), then moved into place."""
+    descriptor, scratch = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".",
+                                           suffix=".tmp")
+    try:
+        with open(descriptor, "w") as handle:
+            json.dump(state, handle, sort_keys=True, indent=1)
+        os.replace(scratch, path)
+    except BaseException:
+        os.unlink(scratch)
+        raise
+
+
+def read_record(path):
+    """The record's content, read through no link; None when there is none or it is damaged."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with open(descriptor) as handle:
+            old = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return old if isinstance(old, dict) else None
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             name=dict(type="str", required=True),
-            inputs=dict(type="str", required=True),
+            inputs=dict(type="raw", required=True),
             paths=dict(type="list", elements="str", default=[]),
             exclude=dict(type="list", elements="str", default=[]),
             packages=dict(type="str"),
@@ -256,26 +393,46 @@ def main():
     params = module.params
     if not re.match(r"^[A-Za-z0-9_.-]+$", params["name"]):
         module.fail_json(msg="name must be letters, digits, '_', '.' or '-', got %s" % json.dumps(params["name"]))
-    path = os.path.join(params["directory"], params["name"] + ".json")
+    directory = os.path.normpath(params["directory"])
+    path = os.path.join(directory, params["name"] + ".json")
+    uid = os.geteuid()
+    old = None
+    if not params["record"]:
+        problem = unsafe(directory, uid, True) if os.path.lexists(directory) else None
+        if problem is None and os.path.lexists(path):
+            problem = unsafe(path, uid, False)
+            old = None if problem else read_record(path)
+        if problem:
+            module.exit_json(changed=False, current=False, recorded=False, record_file=path,
+                             differs=["record directory %s: %s; the record is not believed" % (directory, problem)])
+        if old is None:
+            module.exit_json(changed=False, current=False, recorded=False, differs=["no record"], record_file=path)
+    patterns = sorted(set(params["paths"]) | set(old.get("patterns") or [] if old else []))
     units, unit_files = read_units(module, params["units"])
-    files = read_paths(params["paths"], params["exclude"])
+    files = read_paths(patterns, params["exclude"])
     files.update(unit_files)
-    state = {"inputs": params["inputs"], "files": files, "packages": read_packages(module, params["packages"]),
-             "units": units}
+    state = {"inputs": parse_inputs(params["inputs"]), "patterns": sorted(set(params["paths"])), "files": files,
+             "packages": read_packages(module, params["packages"]), "units": units}
     if params["record"]:
         if not module.check_mode:
-            os.makedirs(params["directory"], mode=0o700, exist_ok=True)
-            scratch = path + ".tmp"
-            with open(os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as handle:
-                json.dump(state, handle, sort_keys=True, indent=1)
-            os.replace(scratch, path)
+            umask = os.umask(0o022)  # the folders above the record's made writable by their owner only
+            try:
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+            except OSError as error:
+                module.fail_json(msg="Cannot make the record directory %s: %s" % (directory, error.strerror))
+            finally:
+                os.umask(umask)
+            problem = unsafe(directory, uid, True)
+            if problem:
+                module.fail_json(msg="The record directory %s cannot be trusted: %s. A record there could be forged to "
+                                     "make the role skip its work; make it owned by uid %d and writable by no one else "
+                                     "(chmod go-w), or choose another directory." % (directory, problem, uid))
+            try:
+                write_record(path, state)
+            except OSError as error:
+                module.fail_json(msg="Cannot write the record %s: %s" % (path, error))
         module.exit_json(changed=False, current=False, recorded=not module.check_mode, differs=[], record_file=path)
-    try:
-        with open(path) as handle:
-            old = json.load(handle)
-    except (OSError, ValueError):
-        module.exit_json(changed=False, current=False, recorded=False, differs=["no record"], record_file=path)
-    differs = differences(old if isinstance(old, dict) else {}, state)
+    differs = differences(old, state)
     module.exit_json(changed=False, current=not differs, recorded=True, differs=differs, record_file=path)
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -31,7 +32,26 @@ def digest(data):
 
 def test_the_same_inputs_give_the_same_digest():
     assert digest(facts()) == digest(facts())
-    assert len(digest(facts())) == 64
+    digests = json.loads(digest(facts()))
+    assert sorted(digests) == ["code", "facts.distribution", "facts.nvidia", "vars.gpu_kubelet_taints"]
+    assert len(digests["code"]) == 64 and all(len(value) == 16 for key, value in digests.items() if key != "code")
+
+
+def test_a_change_names_its_input():
+    changed = facts()
+    changed["vars"]["gpu_kubelet_taints"] = []
+    before, after = json.loads(digest(facts())), json.loads(digest(changed))
+    assert [key for key in sorted(before) if before[key] != after[key]] == ["vars.gpu_kubelet_taints"]
+
+
+def test_the_role_variables_are_its_argument_specs_options():
+    names = converged.role_variables("gpu_kubelet")
+    assert names == sorted(names) and "gpu_kubelet_taints" in names and "gpu_kubelet_skip_when_converged" in names
+    assert not [name for name in names if not name.startswith("gpu_kubelet_")]
+    with pytest.raises(AnsibleFilterError, match="is not a role of this collection"):
+        converged.role_variables("../gpu_kubelet")
+    with pytest.raises(AnsibleFilterError, match="cannot read the argument spec"):
+        converged.role_variables("no_such_role")
 
 
 @pytest.mark.parametrize("path, value", [

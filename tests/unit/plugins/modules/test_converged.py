@@ -166,3 +166,173 @@ def test_the_driver_watches_its_packages_not_the_toolkits(package, watched):
     with open(os.path.join(os.path.dirname(converged.__file__), "..", "..", "roles", "gpu_driver", "vars", "main.yml")) as handle:
         expression = yaml.safe_load(handle)["__gpu_driver_converged_packages"]
     assert bool(re.search(expression, package)) is watched
+
+
+def test_a_link_is_watched_through_to_its_target(node, capsys):
+    (node / "etc" / "managed").mkdir()
+    (node / "etc" / "managed" / "config.toml").write_text("version = 2\n")
+    (node / "etc" / "config.toml").symlink_to(node / "etc" / "managed" / "config.toml")
+    watched = args(node, paths=[str(node / "etc" / "config.toml")])
+    run(converged, dict(watched, record=True), capsys)
+    assert run(converged, watched, capsys)["current"] is True
+    (node / "etc" / "managed" / "config.toml").write_text("version = 3\n")
+    assert run(converged, watched, capsys)["differs"] == ["file %s" % (node / "etc" / "config.toml")]
+
+
+def test_a_dangling_link_is_a_state_of_its_own(node, capsys):
+    (node / "etc" / "config.toml").symlink_to(node / "etc" / "gone.toml")
+    watched = args(node, paths=[str(node / "etc" / "config.toml")])
+    run(converged, dict(watched, record=True), capsys)
+    (node / "etc" / "gone.toml").write_text("version = 2\n")
+    assert run(converged, watched, capsys)["differs"] == ["file %s" % (node / "etc" / "config.toml")]
+
+
+def test_a_pattern_matches_hidden_files_as_containerd_does(node, capsys):
+    (node / "etc" / "conf.d" / ".hidden.conf").write_text("c = 1\n")
+    run(converged, args(node, record=True), capsys)
+    record = json.loads((node / "state" / "gpu_kubelet.json").read_text())
+    assert str(node / "etc" / "conf.d" / ".hidden.conf") in record["files"]
+    (node / "etc" / "conf.d" / ".hidden.conf").write_text("c = 2\n")
+    assert run(converged, args(node), capsys)["differs"] == ["file %s" % (node / "etc" / "conf.d" / ".hidden.conf")]
+
+
+def test_patterns_match_as_gos_glob_does(tmp_path):
+    """containerd globs its imports with Go's filepath.Glob: '*' matches a leading '.', in every component."""
+    for name in ("conf.d/10-user.toml", "conf.d/.hidden.toml", "conf.d/.toml", ".hd/.h.toml", "conf.d/x.conf",
+                 ".conf.toml"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("")
+    assert converged.expand(str(tmp_path / "*" / "*.toml")) == [
+        str(tmp_path / ".hd" / ".h.toml"), str(tmp_path / "conf.d" / ".hidden.toml"), str(tmp_path / "conf.d" / ".toml"),
+        str(tmp_path / "conf.d" / "10-user.toml")]
+    assert converged.expand(str(tmp_path / "conf*.toml")) == []
+    assert converged.expand(str(tmp_path / "conf.d" / "?0-user.toml")) == [str(tmp_path / "conf.d" / "10-user.toml")]
+    assert converged.expand(str(tmp_path / "absent" / "*")) == []
+    assert converged.expand(str(tmp_path / "conf.d" / "x.conf")) == [str(tmp_path / "conf.d" / "x.conf")]
+
+
+def test_a_big_file_rewritten_with_its_old_size_and_mtime_differs(node, capsys):
+    binary = node / "containerd"
+    binary.write_bytes(b"\0" * (converged.BIG + 1))
+    watched = args(node, paths=[str(binary)])
+    run(converged, dict(watched, record=True), capsys)
+    before = os.stat(binary)
+    with open(binary, "r+b") as handle:
+        handle.write(b"\1")
+    os.utime(binary, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert os.stat(binary).st_size == before.st_size and os.stat(binary).st_mtime_ns == before.st_mtime_ns
+    assert run(converged, watched, capsys)["differs"] == ["file %s" % binary]
+
+
+def test_every_environment_file_and_program_of_a_unit_is_watched(node, capsys):
+    env_files = [node / "kubeadm-flags.env", node / "default-kubelet"]
+    for path in env_files:
+        path.write_text("KUBELET_KUBEADM_ARGS=--node-ip=10.0.0.1\n")
+    helper = node / "kubelet-helper"
+    helper.write_text("helper\n")
+    (node / "show.txt").write_text(
+        show(node / "kubelet.service", node / "kubelet").replace(
+            "EnvironmentFiles=\n",
+            "EnvironmentFiles=%s (ignore_errors=yes)\nEnvironmentFiles=%s (ignore_errors=yes)\n" % tuple(env_files))
+        + "ExecStart={ path=%s ; argv[]=%s ; ignore_errors=no }\n" % (helper, helper))
+    run(converged, args(node, record=True), capsys)
+    record = json.loads((node / "state" / "gpu_kubelet.json").read_text())
+    assert {str(env_files[0]), str(env_files[1]), str(helper), str(node / "kubelet")} <= set(record["files"])
+    env_files[0].write_text("KUBELET_KUBEADM_ARGS=--node-ip=10.0.0.2\n")
+    helper.write_text("another helper\n")
+    assert run(converged, args(node), capsys)["differs"] == ["file %s" % env_files[0], "file %s" % helper]
+
+
+def test_the_record_keeps_the_paths_only_a_complete_run_knows(node, capsys):
+    """A complete run names the files a runtime imports; every later comparison reads them too."""
+    imports = node / "srv" / "containerd"
+    imports.mkdir(parents=True)
+    (imports / "10-user.toml").write_text("version = 2\n")
+    run(converged, args(node, record=True, paths=args(node)["paths"] + [str(imports / "*.toml")]), capsys)
+    assert run(converged, args(node), capsys)["current"] is True
+    (imports / "10-user.toml").write_text("version = 3\n")
+    (imports / "20-new.toml").write_text("version = 3\n")
+    assert run(converged, args(node), capsys)["differs"] == ["file %s" % (imports / "10-user.toml"),
+                                                             "file %s" % (imports / "20-new.toml")]
+
+
+def test_each_input_that_changed_is_named(node, capsys):
+    inputs = {"code": "c1", "vars.gpu_kubelet_taints": "t1", "facts.nvidia": "n1"}
+    run(converged, args(node, record=True, inputs=json.dumps(inputs)), capsys)
+    assert run(converged, args(node, inputs=json.dumps(inputs)), capsys)["current"] is True
+    changed = dict(inputs, **{"vars.gpu_kubelet_taints": "t2", "vars.gpu_kubelet_labels": "l1"})
+    assert run(converged, args(node, inputs=json.dumps(changed)), capsys)["differs"] == [
+        "input vars.gpu_kubelet_labels", "input vars.gpu_kubelet_taints"]
+    # a record of the single digest of earlier releases
+    assert run(converged, args(node, inputs="d1"), capsys)["differs"] == ["inputs"]
+
+
+def refused(result, directory):
+    return (result["current"], result["recorded"]) == (False, False) and len(result["differs"]) == 1 \
+        and result["differs"][0].startswith("record directory %s: " % directory)
+
+
+def test_a_record_others_could_have_written_is_not_believed(node, capsys):
+    state = node / "state"
+    run(converged, args(node, record=True), capsys)
+    state.chmod(0o777)
+    assert refused(run(converged, args(node), capsys), state)
+    written = run(converged, args(node, record=True), capsys)
+    assert written["failed"] is True and str(state) in written["msg"] and "writable by others" in written["msg"]
+    state.chmod(0o700)
+    (state / "gpu_kubelet.json").chmod(0o666)
+    assert refused(run(converged, args(node), capsys), state)
+    (state / "gpu_kubelet.json").chmod(0o600)
+    assert run(converged, args(node), capsys)["current"] is True
+
+
+def test_a_forged_record_behind_a_link_is_not_believed(node, capsys):
+    run(converged, args(node, record=True), capsys)
+    forged = node / "forged.json"
+    forged.write_text((node / "state" / "gpu_kubelet.json").read_text())
+    (node / "state" / "gpu_kubelet.json").unlink()
+    (node / "state" / "gpu_kubelet.json").symlink_to(forged)
+    (node / "etc" / "main.conf").write_text("a = 2\n")
+    assert refused(run(converged, args(node), capsys), node / "state")
+
+
+def test_the_record_is_never_written_through_a_link(node, capsys):
+    run(converged, args(node, record=True), capsys)
+    victim = node / "victim"
+    victim.write_text("keep\n")
+    (node / "state" / "gpu_kubelet.json.tmp").symlink_to(victim)
+    assert run(converged, args(node, record=True), capsys)["recorded"] is True
+    assert victim.read_text() == "keep\n"
+    assert not (node / "state" / "gpu_kubelet.json").is_symlink()
+    assert sorted(path.name for path in (node / "state").iterdir()) == ["gpu_kubelet.json", "gpu_kubelet.json.tmp"]
+    assert run(converged, args(node), capsys)["current"] is True
+
+
+def test_the_record_folders_are_made_for_their_owner_whatever_the_umask(node, capsys):
+    umask = os.umask(0o002)
+    try:
+        written = run(converged, args(node, record=True, directory=str(node / "var" / "gpufleet" / "converged")), capsys)
+    finally:
+        os.umask(umask)
+    assert written["recorded"] is True
+    assert stat.S_IMODE(os.stat(node / "var" / "gpufleet").st_mode) == 0o755
+    assert stat.S_IMODE(os.stat(node / "var" / "gpufleet" / "converged").st_mode) == 0o700
+
+
+def test_inputs_as_ansible_core_before_2_19_hands_them_over(node, capsys):
+    """Before 2.19 the filter's JSON text arrives as the dict it reads."""
+    inputs = {"code": "c1", "vars.gpu_kubelet_taints": "t1"}
+    run(converged, args(node, record=True, inputs=json.dumps(inputs)), capsys)
+    assert run(converged, args(node, inputs=inputs), capsys)["current"] is True
+    changed = dict(inputs, **{"vars.gpu_kubelet_taints": "t2"})
+    assert run(converged, args(node, inputs=changed), capsys)["differs"] == ["input vars.gpu_kubelet_taints"]
+
+
+def test_only_the_programs_a_unit_runs_are_watched_not_paths_in_their_arguments(node, capsys):
+    pid = node / "containerd.pid"
+    pid.write_text("1\n")
+    (node / "show.txt").write_text(show(node / "kubelet.service", node / "kubelet").replace(
+        "argv[]=%s ;" % (node / "kubelet"), "argv[]=%s --pid-path=%s --socket-path=/run/c.sock ;" % (node / "kubelet", pid)))
+    run(converged, args(node, record=True), capsys)
+    record = json.loads((node / "state" / "gpu_kubelet.json").read_text())
+    assert str(node / "kubelet") in record["files"] and str(pid) not in record["files"]
