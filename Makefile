@@ -263,9 +263,10 @@ molecule: venv collections mirrors ssh-key
 # converge (with prepare) and verify only: every task file and every check of the scenario
 # runs, but not the steps that run the converge playbook again (check mode on fresh hosts,
 # idempotence, check mode on converged hosts). Those judge the roles, not the controller,
-# and run with the newest; verify still runs the converge playbook again where a scenario's
-# verify does (the fast re-run, the full re-run and its --check).
+# and run with the newest, as do verify's full re-runs (molecule/resources/tasks/rerun.yml,
+# told by GPUFLEET_TEST_CONTROLLER); verify's fast re-runs after a drift run on both.
 molecule-oldest: export PATH := $(OLDEST)/bin:$(PATH)
+molecule-oldest: export GPUFLEET_TEST_CONTROLLER := oldest
 molecule-oldest: $(OLDEST)/.installed collections mirrors ssh-key
 	@for scenario in $(SCENARIOS_OLDEST); do \
 		echo "=== molecule converge and verify -s $$scenario, $$(ansible --version | head -1)"; \
