@@ -22,6 +22,7 @@ Policy (what the facts say about a host):
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import re
 import uuid
@@ -1267,6 +1268,120 @@ def kernel_module_version(path="/proc/driver/nvidia/version"):
     return match.group(1) if match else None
 
 
+
+# --------------------------------------------------------------------------
+# The installed kernels and their NVIDIA modules
+# --------------------------------------------------------------------------
+
+# The names the NVIDIA kernel module is installed under: NVIDIA's and Ubuntu's
+# nvidia.ko, Debian's renamed nvidia-current.ko and nvidia-tesla(-<branch>).ko,
+# compressed or not.
+_NVIDIA_KO_RE = re.compile(r"^nvidia(-current|-tesla(-[0-9]+)?)?\.ko(\.(gz|xz|zst))?$")
+# Kernel images as Debian and Ubuntu install them (vmlinux on some architectures).
+_KERNEL_IMAGE_RE = re.compile(r"^vmlinu[xz]-(?P<release>[0-9][^/]*)$")
+# A grubenv or /etc/default/grub assignment.
+_ASSIGNMENT_RE = re.compile(r"""^\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*?)\s*$""")
+
+
+def version_key(release):
+    """A kernel release as GRUB and linux-version order them: numbers as numbers."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"([0-9]+)", str(release)) if part]
+
+
+def nvidia_module_of(release, modules="/lib/modules"):
+    """Path of the NVIDIA kernel module installed for a kernel release, or None.
+
+    DKMS installs it under updates/ (Debian, Ubuntu, NVIDIA's packages), some
+    builds under extra/, Ubuntu's precompiled packages under kernel/nvidia-*/.
+    """
+    base = os.path.join(modules, release)
+    tops = [os.path.join(base, "updates"), os.path.join(base, "extra")]
+    try:
+        tops += sorted(os.path.join(base, "kernel", name) for name in os.listdir(os.path.join(base, "kernel"))
+                       if name.startswith("nvidia"))
+    except OSError:
+        pass
+    for top in tops:
+        for folder, dirs, files in os.walk(top):
+            dirs.sort()
+            for name in sorted(files):
+                if _NVIDIA_KO_RE.match(name):
+                    return os.path.join(folder, name)
+    return None
+
+
+def _assignments(text):
+    values = {}
+    for line in (text or "").splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        match = _ASSIGNMENT_RE.match(line)
+        if match:
+            values[match.group("key")] = match.group("value").strip().strip("\"'")
+    return values
+
+
+def _release_in(entry, releases):
+    """The installed release a GRUB menu entry (title or id) names: the longest that occurs in it."""
+    named = [release for release in releases if release in (entry or "")]
+    return max(named, key=len) if named else None
+
+
+def scan_kernels(boot="/boot", modules="/lib/modules", running=None, grub_default="/etc/default/grub"):
+    """The kernels installed to boot (a kernel image in ``boot``), each with its NVIDIA module.
+
+    The next boot's kernel: a one-time ``next_entry`` of GRUB's environment block, else its
+    ``saved_entry`` under ``GRUB_DEFAULT=saved``, else an entry ``GRUB_DEFAULT`` names,
+    else the newest installed (GRUB's first entry, as update-grub sorts them, and Debian's
+    /vmlinuz link).
+    """
+    releases = []
+    try:
+        names = os.listdir(boot)
+    except OSError:
+        names = []
+    for name in names:
+        match = _KERNEL_IMAGE_RE.match(name)
+        if match and os.path.isfile(os.path.join(boot, name)) and match.group("release") not in releases:
+            releases.append(match.group("release"))
+    releases.sort(key=version_key, reverse=True)
+    next_boot, source = None, None
+    if releases:
+        grubenv = _assignments(_read(os.path.join(boot, "grub", "grubenv")))
+        defaults = {}
+        for path in [grub_default] + sorted(glob.glob(grub_default + ".d/*.cfg")):
+            defaults.update(_assignments(_read(path)))
+        default = defaults.get("GRUB_DEFAULT", "0")
+        candidates = [("grub next_entry", grubenv.get("next_entry"))]
+        if default == "saved":
+            candidates.append(("grub saved_entry", grubenv.get("saved_entry")))
+        elif not re.match(r"^[0-9>]*$", default):
+            candidates.append(("GRUB_DEFAULT", default))
+        for what, entry in candidates:
+            release = _release_in(entry, releases)
+            if release:
+                next_boot, source = release, what
+                break
+        if next_boot is None:
+            next_boot, source = releases[0], "newest installed"
+    installed = []
+    for release in releases:
+        installed.append({
+            "release": release,
+            "nvidia_module": nvidia_module_of(release, modules),
+            "running": release == running,
+            "next_boot": release == next_boot,
+        })
+    return {
+        "running": running,
+        "installed": installed,
+        "next_boot": next_boot,
+        "next_boot_source": source,
+        "without_module": [entry["release"] for entry in installed if entry["nvidia_module"] is None],
+    }
+
+
 # --------------------------------------------------------------------------
 # The kernel log: XID events since boot
 # --------------------------------------------------------------------------
@@ -1509,6 +1624,24 @@ def _fabric_problem(gpu):
     return None
 
 
+def next_boot_problem(kernels, module_version):
+    """Why the node loses its GPUs at the next reboot, or None.
+
+    Only where the driver runs through a kernel module: one is loaded, or an installed kernel has
+    one. A node with userspace only (a container, an image build) has nothing to lose.
+    """
+    kernels = kernels or {}
+    installed = kernels.get("installed") or []
+    if not module_version and not any(entry.get("nvidia_module") for entry in installed):
+        return None
+    for entry in installed:
+        if entry.get("next_boot") and not entry.get("nvidia_module"):
+            return ("the kernel the node boots next, %s (%s), has no NVIDIA kernel module: the GPUs are "
+                    "gone after the next reboot; build the module for it (gpu_driver does, with DKMS) or "
+                    "remove that kernel" % (entry["release"], kernels.get("next_boot_source") or "unknown"))
+    return None
+
+
 def assess_health(facts, xid_events):
     """``health``: status and problems, from the facts and the XID events."""
     problems = []
@@ -1545,6 +1678,9 @@ def assess_health(facts, xid_events):
         if uncorrectable:
             problems.append(_problem("ecc_uncorrectable", "%s: %d uncorrectable ECC errors since the driver "
                                      "loaded" % (_gpu_words(gpu), uncorrectable), address, gpu["index"]))
+    why = next_boot_problem(facts.get("kernels"), facts.get("kernel_module_version"))
+    if why:
+        problems.append(_problem("next_boot_no_module", why))
     if problems:
         status = "unhealthy"
     elif state == "ok":
@@ -1565,15 +1701,19 @@ def _count_phrase(count, noun):
 _UNREAD_OUTCOMES = ("not_installed", "no_reader")
 
 
+NO_KERNELS = {"running": None, "installed": [], "next_boot": None, "next_boot_source": None, "without_module": []}
+
+
 def summarise(answer, pci_devices, driver_installed, module_version, kernel_log=None,
-              unhealthy_xids=DEFAULT_UNHEALTHY_XIDS):
+              unhealthy_xids=DEFAULT_UNHEALTHY_XIDS, kernels=None):
     """Turn a source's answer plus what the host shows into the facts.
 
     ``driver_installed`` says whether the NVML library is on the host.
     ``driver_loaded`` is true when the driver answered (even with a fault or
     a version mismatch), false when it said it is not loaded, and otherwise
     whether /proc shows a loaded kernel module. ``kernel_log`` is the pair
-    ``read_kernel_log`` returns (None: not read).
+    ``read_kernel_log`` returns (None: not read); ``kernels`` what ``scan_kernels`` returns (None:
+    none seen).
     """
     outcome = answer["outcome"]
     gpus = answer.get("gpus") or []
@@ -1615,6 +1755,7 @@ def summarise(answer, pci_devices, driver_installed, module_version, kernel_log=
         "nvswitches": sorted(d["address"] for d in pci_devices if d["is_nvswitch"]),
         "xid_events": [],
         "kernel_log": log_fact,
+        "kernels": kernels or dict(NO_KERNELS),
         "health": None,
     }
     # NUMA node (PCI locality) from sysfs.
@@ -1691,7 +1832,7 @@ def gather(params, probe):
 
     ``probe`` gives the I/O: ``pynvml()`` (the module or None),
     ``which(name)``, ``run(argv)``, ``pci_devices()``,
-    ``nvml_library_present()``, ``kernel_module_version()`` and, for
+    ``nvml_library_present()``, ``kernel_module_version()``, ``kernels()`` and, for
     ``kernel_log_path``, ``read_text(path)`` (a plain read without it).
     """
     source = params.get("source") or "auto"
@@ -1733,6 +1874,7 @@ def gather(params, probe):
         module_version=probe.kernel_module_version(),
         kernel_log=kernel_log,
         unhealthy_xids=unhealthy_xids,
+        kernels=probe.kernels(),
     )
     facts["source"] = source
     return facts

@@ -316,6 +316,40 @@ ansible_facts:
               type: str
               sample: "journalctl -k failed with rc=1: No journal files were found.; dmesg failed with rc=1:
                 dmesg: read kernel buffer failed: Operation not permitted"
+        kernels:
+          description:
+            - The kernels installed to boot (an image C(/boot/vmlinuz-<release>)), newest first, and which one
+              the node boots next, each with the NVIDIA kernel module installed for it.
+            - The next boot's kernel is the one GRUB's one-time C(next_entry) names, else its C(saved_entry)
+              under C(GRUB_DEFAULT=saved), else the entry C(GRUB_DEFAULT) names, else the newest installed
+              (GRUB's first entry and Debian's C(/vmlinuz) link).
+            - A container sees no kernel image; the list is empty there.
+          type: dict
+          contains:
+            running:
+              description: The running kernel's release (C(uname -r)).
+              type: str
+              sample: 6.1.0-50-cloud-amd64
+            installed:
+              description:
+                - One entry per installed kernel with C(release), C(nvidia_module) (the module's path under
+                  C(/lib/modules/<release>) in C(updates/), C(extra/) or C(kernel/nvidia*/), as C(nvidia.ko),
+                  Debian's C(nvidia-current.ko) or C(nvidia-tesla*.ko), compressed or not; null when there is
+                  none), C(running) and C(next_boot).
+              type: list
+              elements: dict
+            next_boot:
+              description: The release the node boots next; null when no kernel image is installed.
+              type: str
+              sample: 6.12.95+deb12-cloud-amd64
+            next_boot_source:
+              description: How it was found - V(grub next_entry), V(grub saved_entry), V(GRUB_DEFAULT) or
+                V(newest installed).
+              type: str
+            without_module:
+              description: The installed kernels that have no NVIDIA module, newest first.
+              type: list
+              elements: str
         health:
           description: Whether the node should get new GPU work, and why not.
           type: dict
@@ -334,7 +368,9 @@ ansible_facts:
                   status other than success, a fabric state that could not be read, or an Unhealthy
                   fabric health summary; V(row_remap_pending); V(row_remap_failed); V(retired_pages_pending);
                   V(ecc_uncorrectable) (volatile uncorrectable ECC errors above zero); V(driver) (state
-                  V(driver_mismatch), V(driver_not_loaded) or V(error)).
+                  V(driver_mismatch), V(driver_not_loaded) or V(error)); V(next_boot_no_module) the kernel
+                  the node boots next has no NVIDIA module while the driver runs through one (a module is
+                  loaded or another installed kernel has one) - the GPUs are gone after the next reboot.
               type: list
               elements: dict
               sample:
@@ -346,6 +382,7 @@ ansible_facts:
 
 import ctypes.util
 import importlib
+import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import (
@@ -355,6 +392,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory imp
     InventoryError,
     gather,
     kernel_module_version,
+    scan_kernels,
     scan_pci,
 )
 
@@ -385,6 +423,9 @@ class SystemProbe(object):
 
     def kernel_module_version(self):
         return kernel_module_version()
+
+    def kernels(self):
+        return scan_kernels(running=platform.release())
 
     def read_text(self, path):
         with open(path, "rb") as handle:

@@ -253,8 +253,9 @@ def test_cuda_version_string(value, expected):
 # --------------------------------------------------------------------------
 
 class Probe(object):
-    def __init__(self, pynvml=None, smi=None, runs=None, pci=(), library=False, module_version=None):
+    def __init__(self, pynvml=None, smi=None, runs=None, pci=(), library=False, module_version=None, kernels=None):
         self._pynvml = pynvml
+        self._kernels = kernels
         self._smi = smi
         self._runs = runs or {}
         self._pci = list(pci)
@@ -283,6 +284,9 @@ class Probe(object):
 
     def kernel_module_version(self):
         return self._module_version
+
+    def kernels(self):
+        return self._kernels
 
 
 class FakePynvml(object):
@@ -359,7 +363,7 @@ def test_unknown_source_is_refused():
 def test_every_fact_key_is_present_in_every_state():
     keys = {"state", "message", "source", "driver_installed", "driver_loaded", "kernel_module_version",
             "driver_version", "cuda_driver_version", "kmd_version", "cuda_umd_version", "gpu_count", "gpus",
-            "lost_gpus", "pci_devices", "nvswitches", "xid_events", "kernel_log", "health"}
+            "lost_gpus", "pci_devices", "nvswitches", "xid_events", "kernel_log", "kernels", "health"}
     for reading in (readings.H100, readings.DRIVER_NOT_LOADED_HOST, readings.MISMATCH_HOST, readings.NO_DEVICES):
         facts = inv.gather({"source": "nvml"}, Probe(pynvml=FakePynvml(reading), library=True))
         assert set(facts) == keys
