@@ -66,6 +66,40 @@ options:
     type: list
     elements: str
     default: []
+  checks:
+    description:
+      - Live checks a comparison makes, of what a file's or a unit's state does not show (containerd active whose CRI
+        plugin failed to load). A check that fails makes the node differ (C(check <name>)), so the role runs in full and
+        its own checks say why.
+      - With O(record=true) they are not run but kept in the record, as the complete run chose them for the node (the
+        runtimes it configured); every comparison runs the record's checks as well as these.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: What the check is of, for C(differs).
+        type: str
+        required: true
+      argv:
+        description: The command, run without a shell; it fails when it exits other than 0.
+        type: list
+        elements: str
+        required: true
+      fails:
+        description: A regular expression (Python, multiline); a match in the command's output is a failure.
+        type: str
+      unit:
+        description: Run the check only while this unit (one of O(units)) is active.
+        type: str
+  notices:
+    description:
+      - With O(record=true), what the complete run said that holds while the node stays as recorded (no CDI spec while
+        the driver does not answer, a runtime not running); a comparison returns them, so that the role says them again
+        on every run that skips its work.
+    type: list
+    elements: str
+    default: []
   record:
     description: Write the record of the node's state now instead of comparing with it.
     type: bool
@@ -132,6 +166,11 @@ differs:
   type: list
   elements: str
   sample: ["input facts.nvidia", "file /etc/apt/preferences.d/gpufleet-nvidia-driver.pref", "package nvidia-driver"]
+notices:
+  description: The record's O(notices), from the last complete run; empty without a record.
+  returned: always
+  type: list
+  elements: str
 record_file:
   description: The record's file.
   returned: always
@@ -310,6 +349,23 @@ def differences(old, new):
     return differs
 
 
+def run_checks(module, checks, units):
+    """What fails of the live checks: 'check <name>: <why>' each. A check of a unit that is not active is not run."""
+    failed = []
+    for check in checks:
+        unit = check.get("unit")
+        if unit and "ActiveState=active" not in units.get(unit, ""):
+            continue
+        rc, out, err = module.run_command(check["argv"], environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            failed.append("check %s: %s exited %d %s" % (check["name"], check["argv"][0], rc, (err or out).strip()[:200]))
+            continue
+        match = re.search(check["fails"], out, re.MULTILINE) if check.get("fails") else None
+        if match:
+            failed.append("check %s: %s" % (check["name"], match.group(0).strip()))
+    return failed
+
+
 def writable_by_others(info):
     """Writable by anyone but its owner and root: by all, or by a group other than root's."""
     return bool(info.st_mode & stat.S_IWOTH or info.st_mode & stat.S_IWGRP and info.st_gid != 0)
@@ -385,6 +441,13 @@ def main():
             exclude=dict(type="list", elements="str", default=[]),
             packages=dict(type="str"),
             units=dict(type="list", elements="str", default=[]),
+            checks=dict(type="list", elements="dict", default=[], options=dict(
+                name=dict(type="str", required=True),
+                argv=dict(type="list", elements="str", required=True),
+                fails=dict(type="str"),
+                unit=dict(type="str"),
+            )),
+            notices=dict(type="list", elements="str", default=[]),
             record=dict(type="bool", default=False),
             directory=dict(type="path", default="/var/lib/gpufleet/converged"),
         ),
@@ -403,16 +466,20 @@ def main():
             problem = unsafe(path, uid, False)
             old = None if problem else read_record(path)
         if problem:
-            module.exit_json(changed=False, current=False, recorded=False, record_file=path,
+            module.exit_json(changed=False, current=False, recorded=False, record_file=path, notices=[],
                              differs=["record directory %s: %s; the record is not believed" % (directory, problem)])
         if old is None:
-            module.exit_json(changed=False, current=False, recorded=False, differs=["no record"], record_file=path)
+            module.exit_json(changed=False, current=False, recorded=False, differs=["no record"], record_file=path,
+                             notices=[])
     patterns = sorted(set(params["paths"]) | set(old.get("patterns") or [] if old else []))
     units, unit_files = read_units(module, params["units"])
     files = read_paths(patterns, params["exclude"])
     files.update(unit_files)
     state = {"inputs": parse_inputs(params["inputs"]), "patterns": sorted(set(params["paths"])), "files": files,
              "packages": read_packages(module, params["packages"]), "units": units}
+    if params["record"]:
+        state["notices"] = [notice for notice in params["notices"] if notice]
+        state["checks"] = params["checks"]
     if params["record"]:
         if not module.check_mode:
             umask = os.umask(0o022)  # the folders above the record's made writable by their owner only
@@ -431,9 +498,14 @@ def main():
                 write_record(path, state)
             except OSError as error:
                 module.fail_json(msg="Cannot write the record %s: %s" % (path, error))
-        module.exit_json(changed=False, current=False, recorded=not module.check_mode, differs=[], record_file=path)
-    differs = differences(old, state)
-    module.exit_json(changed=False, current=not differs, recorded=True, differs=differs, record_file=path)
+        module.exit_json(changed=False, current=False, recorded=not module.check_mode, differs=[], record_file=path,
+                         notices=state["notices"])
+    checks = dict((check["name"], check) for check in (old.get("checks") or []) + params["checks"]
+                  if isinstance(check, dict) and check.get("name") and check.get("argv"))
+    differs = differences(old, state) + run_checks(module, [checks[name] for name in sorted(checks)], units)
+    notices = [str(notice) for notice in old.get("notices") or [] if notice]
+    module.exit_json(changed=False, current=not differs, recorded=True, differs=differs, record_file=path,
+                     notices=notices)
 
 
 if __name__ == "__main__":

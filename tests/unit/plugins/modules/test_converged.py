@@ -336,3 +336,52 @@ def test_only_the_programs_a_unit_runs_are_watched_not_paths_in_their_arguments(
     run(converged, args(node, record=True), capsys)
     record = json.loads((node / "state" / "gpu_kubelet.json").read_text())
     assert str(node / "kubelet") in record["files"] and str(pid) not in record["files"]
+
+
+CRI_FAILS = r"^io\.containerd\.(grpc\.v1\s+cri|cri\.v1\s+\S+)\s+\S+\s+(?!ok\s*$)\S+\s*$"
+# ctr plugins ls, containerd 2.1: the CRI plugins loaded, then one that failed to.
+PLUGINS_OK = ("TYPE                                   ID                       PLATFORMS      STATUS\n"
+              "io.containerd.cri.v1                   images                   -              ok\n"
+              "io.containerd.cri.v1                   runtime                  linux/amd64    ok\n"
+              "io.containerd.grpc.v1                  cri                      -              ok\n")
+PLUGINS_FAILED = PLUGINS_OK.replace("runtime                  linux/amd64    ok",
+                                    "runtime                  linux/amd64    error").replace(
+    "cri                      -              ok", "cri                      -              skip")
+
+
+def cri_check(node, unit="kubelet"):
+    return {"name": "containerd's CRI plugin", "argv": [str(node / "bin" / "ctr"), "plugins", "ls"],
+            "fails": CRI_FAILS, "unit": unit}
+
+
+def test_a_live_check_the_complete_run_chose_is_run_by_every_comparison(node, capsys):
+    """containerd active, its files as recorded, its CRI plugin failed: the node differs, naming the plugin."""
+    (node / "plugins.txt").write_text(PLUGINS_OK)
+    executable(node / "bin", "ctr", 'cat "%s"\n' % (node / "plugins.txt"))
+    run(converged, args(node, record=True, checks=[cri_check(node)]), capsys)
+    record = json.loads((node / "state" / "gpu_kubelet.json").read_text())
+    assert [check["name"] for check in record["checks"]] == ["containerd's CRI plugin"]
+    assert run(converged, args(node), capsys)["current"] is True
+    (node / "plugins.txt").write_text(PLUGINS_FAILED)
+    result = run(converged, args(node), capsys)
+    assert result["current"] is False
+    assert result["differs"] == ["check containerd's CRI plugin: io.containerd.cri.v1                   runtime"
+                                 "                  linux/amd64    error"]
+
+
+def test_a_check_that_cannot_run_is_a_difference_and_one_of_a_stopped_unit_is_not_run(node, capsys):
+    executable(node / "bin", "ctr", 'echo "ctr: failed to dial" >&2; exit 1\n')
+    run(converged, args(node, record=True, checks=[cri_check(node)]), capsys)
+    result = run(converged, args(node), capsys)
+    assert result["differs"] == ["check containerd's CRI plugin: %s exited 1 ctr: failed to dial" % (node / "bin" / "ctr")]
+    # The unit stopped: the unit's state differs, and the check is not run at all.
+    (node / "show.txt").write_text(show(node / "kubelet.service", node / "kubelet", active="inactive"))
+    assert run(converged, args(node), capsys)["differs"] == ["unit kubelet"]
+
+
+def test_the_record_says_its_notices_again_and_none_without_a_record(node, capsys):
+    notices = ["containerd is not running; it reads the nvidia runtime's configuration when it starts."]
+    assert run(converged, args(node), capsys)["notices"] == []
+    assert run(converged, args(node, record=True, notices=notices + [""]), capsys)["notices"] == notices
+    result = run(converged, args(node), capsys)
+    assert (result["current"], result["notices"]) == (True, notices)
