@@ -1268,7 +1268,6 @@ def kernel_module_version(path="/proc/driver/nvidia/version"):
     return match.group(1) if match else None
 
 
-
 # --------------------------------------------------------------------------
 # The installed kernels and their NVIDIA modules
 # --------------------------------------------------------------------------
@@ -1277,8 +1276,13 @@ def kernel_module_version(path="/proc/driver/nvidia/version"):
 # nvidia.ko, Debian's renamed nvidia-current.ko and nvidia-tesla(-<branch>).ko,
 # compressed or not.
 _NVIDIA_KO_RE = re.compile(r"^nvidia(-current|-tesla(-[0-9]+)?)?\.ko(\.(gz|xz|zst))?$")
-# Kernel images as Debian and Ubuntu install them (vmlinux on some architectures).
+# Kernel images as Debian and Ubuntu install them (vmlinux on some architectures), less what
+# grub-mkconfig takes for garbage (grub_file_is_not_garbage: dpkg's and rpm's leftovers, backups,
+# signatures).
 _KERNEL_IMAGE_RE = re.compile(r"^vmlinu[xz]-(?P<release>[0-9][^/]*)$")
+_GARBAGE_RE = re.compile(r"(\.dpkg-[a-z]+|\.rpmsave|\.rpmnew|\.bak|\.sig|\.old|~)$")
+# A GRUB entry named by its place (0, 1>2): which kernel that is depends on grub.cfg's menu.
+_ENTRY_NUMBER_RE = re.compile(r"^[0-9]+(>[0-9]+)*$")
 # A grubenv or /etc/default/grub assignment.
 _ASSIGNMENT_RE = re.compile(r"""^\s*(?P<key>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*?)\s*$""")
 
@@ -1293,10 +1297,11 @@ def nvidia_module_of(release, modules="/lib/modules"):
     """Path of the NVIDIA kernel module installed for a kernel release, or None.
 
     DKMS installs it under updates/ (Debian, Ubuntu, NVIDIA's packages), some
-    builds under extra/, Ubuntu's precompiled packages under kernel/nvidia-*/.
+    builds under extra/, Ubuntu's precompiled packages under kernel/nvidia-*/,
+    NVIDIA's .run installer in kernel/drivers/video/.
     """
     base = os.path.join(modules, release)
-    tops = [os.path.join(base, "updates"), os.path.join(base, "extra")]
+    tops = [os.path.join(base, "updates"), os.path.join(base, "extra"), os.path.join(base, "kernel", "drivers", "video")]
     try:
         tops += sorted(os.path.join(base, "kernel", name) for name in os.listdir(os.path.join(base, "kernel"))
                        if name.startswith("nvidia"))
@@ -1334,7 +1339,9 @@ def scan_kernels(boot="/boot", modules="/lib/modules", running=None, grub_defaul
     The next boot's kernel: a one-time ``next_entry`` of GRUB's environment block, else its
     ``saved_entry`` under ``GRUB_DEFAULT=saved``, else an entry ``GRUB_DEFAULT`` names,
     else the newest installed (GRUB's first entry, as update-grub sorts them, and Debian's
-    /vmlinuz link).
+    /vmlinuz link). An entry named by its place other than the first (``1>2``), or Ubuntu's
+    ``GRUB_FLAVOUR_ORDER`` (which reorders the menu), cannot be told from here: the next boot is
+    then None, with the reason in ``next_boot_source``, and any installed kernel may be it.
     """
     releases = []
     try:
@@ -1343,7 +1350,7 @@ def scan_kernels(boot="/boot", modules="/lib/modules", running=None, grub_defaul
         names = []
     for name in names:
         match = _KERNEL_IMAGE_RE.match(name)
-        if match and os.path.isfile(os.path.join(boot, name)) and match.group("release") not in releases:
+        if match and not _GARBAGE_RE.search(name) and os.path.isfile(os.path.join(boot, name)) and match.group("release") not in releases:
             releases.append(match.group("release"))
     releases.sort(key=version_key, reverse=True)
     next_boot, source = None, None
@@ -1353,18 +1360,22 @@ def scan_kernels(boot="/boot", modules="/lib/modules", running=None, grub_defaul
         for path in [grub_default] + sorted(glob.glob(grub_default + ".d/*.cfg")):
             defaults.update(_assignments(_read(path)))
         default = defaults.get("GRUB_DEFAULT", "0")
-        candidates = [("grub next_entry", grubenv.get("next_entry"))]
-        if default == "saved":
-            candidates.append(("grub saved_entry", grubenv.get("saved_entry")))
-        elif not re.match(r"^[0-9>]*$", default):
-            candidates.append(("GRUB_DEFAULT", default))
-        for what, entry in candidates:
-            release = _release_in(entry, releases)
-            if release:
-                next_boot, source = release, what
-                break
-        if next_boot is None:
-            next_boot, source = releases[0], "newest installed"
+        # GRUB boots next_entry when it is set (a name it does not find: its first entry), else
+        # GRUB_DEFAULT, which "saved" makes saved_entry (GRUB's 00_header).
+        if grubenv.get("next_entry"):
+            what, entry = "grub next_entry", grubenv["next_entry"]
+        elif default == "saved":
+            what, entry = "grub saved_entry", grubenv.get("saved_entry") or "0"
+        else:
+            what, entry = "GRUB_DEFAULT", default
+        if defaults.get("GRUB_FLAVOUR_ORDER"):
+            source = "unknown: GRUB_FLAVOUR_ORDER reorders GRUB's menu"
+        elif _ENTRY_NUMBER_RE.match(entry) and entry != "0":
+            source = "unknown: %s %s names an entry by its place in GRUB's menu" % (what, entry)
+        else:
+            next_boot = _release_in(entry, releases)
+            source = what if next_boot else "newest installed"
+            next_boot = next_boot or releases[0]
     installed = []
     for release in releases:
         installed.append({
@@ -1634,6 +1645,11 @@ def next_boot_problem(kernels, module_version):
     installed = kernels.get("installed") or []
     if not module_version and not any(entry.get("nvidia_module") for entry in installed):
         return None
+    if installed and not kernels.get("next_boot") and kernels.get("without_module"):
+        return ("the kernel the node boots next cannot be told (%s), and installed kernels have no NVIDIA "
+                "kernel module: %s; the GPUs are gone after a reboot into one of them; build the module for "
+                "them (gpu_driver does, with DKMS) or remove them"
+                % (kernels.get("next_boot_source"), ", ".join(kernels["without_module"])))
     for entry in installed:
         if entry.get("next_boot") and not entry.get("nvidia_module"):
             return ("the kernel the node boots next, %s (%s), has no NVIDIA kernel module: the GPUs are "

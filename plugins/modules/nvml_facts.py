@@ -322,7 +322,11 @@ ansible_facts:
               the node boots next, each with the NVIDIA kernel module installed for it.
             - The next boot's kernel is the one GRUB's one-time C(next_entry) names, else its C(saved_entry)
               under C(GRUB_DEFAULT=saved), else the entry C(GRUB_DEFAULT) names, else the newest installed
-              (GRUB's first entry and Debian's C(/vmlinuz) link).
+              (GRUB's first entry and Debian's C(/vmlinuz) link). An entry named by its place other than the
+              first (C(1>2)), or Ubuntu's C(GRUB_FLAVOUR_ORDER), cannot be told from here - then C(next_boot) is
+              null, C(next_boot_source) says why, and any installed kernel may boot next.
+            - Images dpkg or an editor left behind (C(.dpkg-*), C(.bak), C(.sig), C(~)) are no kernels, as GRUB
+              skips them.
             - A container sees no kernel image; the list is empty there.
           type: dict
           contains:
@@ -344,7 +348,7 @@ ansible_facts:
               sample: 6.12.95+deb12-cloud-amd64
             next_boot_source:
               description: How it was found - V(grub next_entry), V(grub saved_entry), V(GRUB_DEFAULT) or
-                V(newest installed).
+                V(newest installed), or why it cannot be told (beginning with C(unknown)).
               type: str
             without_module:
               description: The installed kernels that have no NVIDIA module, newest first.

@@ -64,6 +64,7 @@ def test_every_kernel_with_its_module_and_the_newest_boots_next(tmp_path):
     "extra/nvidia.ko.zst",
     "updates/dkms/nvidia-tesla-470.ko",
     "updates/nvidia-current.ko.gz",
+    "kernel/drivers/video/nvidia.ko",              # NVIDIA's .run installer
 ])
 def test_module_places_and_names(tmp_path, path):
     paths = lay_out(tmp_path, [NEW], modules={NEW: path})
@@ -103,9 +104,12 @@ def test_version_order_is_numeric():
     ("saved_entry=gnulinux-%s-advanced-8f1c\n" % OLD, "GRUB_DEFAULT=0\n", BPO, "newest installed"),
     # GRUB_DEFAULT naming an entry; a numeric path into a submenu cannot be told from here.
     ("", "GRUB_DEFAULT='gnulinux-advanced-8f1c>gnulinux-%s-advanced-8f1c'\n" % NEW, NEW, "GRUB_DEFAULT"),
-    ("", "GRUB_DEFAULT=1>2\n", BPO, "newest installed"),
+    ("", "GRUB_DEFAULT=0\n", BPO, "newest installed"),
     # A saved entry naming a kernel no longer installed: GRUB falls back to the first entry.
     ("saved_entry=gnulinux-5.10.0-30-amd64-advanced-8f1c\n", "GRUB_DEFAULT=saved\n", BPO, "newest installed"),
+    # So does a one-time entry it does not find, whatever GRUB_DEFAULT says.
+    ("next_entry=gnulinux-5.10.0-30-amd64-advanced-8f1c\nsaved_entry=gnulinux-%s-advanced-8f1c\n" % OLD,
+     "GRUB_DEFAULT=saved\n", BPO, "newest installed"),
     ("next_entry=gnulinux-%s-advanced-8f1c\n" % NEW, None, NEW, "grub next_entry"),
 ])
 def test_next_boot_follows_grub(tmp_path, grubenv, default, boots, source):
@@ -113,6 +117,36 @@ def test_next_boot_follows_grub(tmp_path, grubenv, default, boots, source):
     got = inv.scan_kernels(**paths)
     assert (got["next_boot"], got["next_boot_source"]) == (boots, source)
     assert [k["release"] for k in got["installed"] if k["next_boot"]] == [boots]
+
+
+@pytest.mark.parametrize("grubenv,default,source", [
+    # An entry named by its place: which kernel that is, only GRUB's menu tells.
+    ("", "GRUB_DEFAULT=1>2\n", "unknown: GRUB_DEFAULT 1>2 names an entry by its place in GRUB's menu"),
+    ("saved_entry=2\n", "GRUB_DEFAULT=saved\n", "unknown: grub saved_entry 2 names an entry by its place in GRUB's menu"),
+    ("next_entry=1>0\n", "GRUB_DEFAULT=0\n", "unknown: grub next_entry 1>0 names an entry by its place in GRUB's menu"),
+    # Ubuntu's flavour order puts a kernel flavour first, whatever the versions.
+    ("", "GRUB_DEFAULT=0\nGRUB_FLAVOUR_ORDER=lowlatency\n", "unknown: GRUB_FLAVOUR_ORDER reorders GRUB's menu"),
+])
+def test_a_next_boot_that_cannot_be_told_is_none_and_any_kernel_without_the_module_is_a_problem(
+        tmp_path, grubenv, default, source):
+    paths = lay_out(tmp_path, [OLD, NEW, BPO], modules={NEW: "updates/dkms/nvidia.ko", BPO: "updates/dkms/nvidia.ko"},
+                    grubenv=grubenv, grub_default=default)
+    got = inv.scan_kernels(**paths)
+    assert (got["next_boot"], got["next_boot_source"]) == (None, source)
+    assert not any(k["next_boot"] for k in got["installed"])
+    why = inv.next_boot_problem(got, None)
+    assert OLD in why and "cannot be told" in why
+
+
+def test_leftovers_in_boot_are_no_kernels(tmp_path):
+    # GRUB skips dpkg's leftovers, backups and signatures (grub_file_is_not_garbage).
+    paths = lay_out(tmp_path, [NEW], modules={NEW: "updates/dkms/nvidia.ko"})
+    for name in ("vmlinuz-6.1.0-99-amd64.dpkg-bak", "vmlinuz-6.1.0-98-amd64.dpkg-new", "vmlinuz-6.1.0-97-amd64.sig",
+                 "vmlinuz-6.1.0-96-amd64~", "vmlinuz.old"):
+        with open(paths["boot"] + "/" + name, "wb") as handle:
+            handle.write(b"\x7fELF")
+    got = inv.scan_kernels(**paths)
+    assert [k["release"] for k in got["installed"]] == [NEW] and got["next_boot"] == NEW
 
 
 def test_a_container_sees_no_kernel(tmp_path):
