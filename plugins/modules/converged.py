@@ -95,8 +95,8 @@ options:
   notices:
     description:
       - With O(record=true), what the complete run said that holds while the node stays as recorded (no CDI spec while
-        the driver does not answer, a runtime not running); a comparison returns them, so that the role says them again
-        on every run that skips its work.
+        the driver does not answer, a runtime not running); a comparison that finds the node as recorded returns them
+        and shows each as a warning, so that every run that skips the role's work says them again.
     type: list
     elements: str
     default: []
@@ -504,6 +504,10 @@ def main():
                   if isinstance(check, dict) and check.get("name") and check.get("argv"))
     differs = differences(old, state) + run_checks(module, [checks[name] for name in sorted(checks)], units)
     notices = [str(notice) for notice in old.get("notices") or [] if notice]
+    if not differs:
+        # Said again on every run that skips the role's work, while the node stays as the record says.
+        for notice in notices:
+            module.warn(notice)
     module.exit_json(changed=False, current=not differs, recorded=True, differs=differs, record_file=path,
                      notices=notices)
 
