@@ -258,7 +258,7 @@ def default(obj):
         if kind == "ReplicaSet":
             spec.setdefault("replicas", 1)
     elif kind == "Namespace":
-        obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+        # SetDefaults_NamespaceStatus; spec.finalizers is not defaulted (the create strategy adds "kubernetes").
         obj.setdefault("status", {}).setdefault("phase", "Active")
         obj["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = obj["metadata"]["name"]
     elif kind == "Node" and isinstance(obj.get("status"), dict):
@@ -406,6 +406,15 @@ def _pod_update_causes(old, new):
         for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "nodeName"):
             spec.pop(key, None)
         return spec
+    # validateOnlyAddedTolerations: every toleration the pod has must stay, only its tolerationSeconds
+    # may change (among them those admission added, DefaultTolerationSeconds's NoExecute ones).
+    def without_seconds(toleration):
+        return dict((key, value) for key, value in (toleration or {}).items() if key != "tolerationSeconds")
+    kept = [without_seconds(t) for t in (new.get("spec") or {}).get("tolerations") or []]
+    for toleration in (old.get("spec") or {}).get("tolerations") or []:
+        if without_seconds(toleration) not in kept:
+            return [{"reason": "FieldValueForbidden", "field": "spec.tolerations",
+                     "message": "Forbidden: existing toleration can not be modified except its tolerationSeconds"}]
     if comparable(old.get("spec") or {}) != comparable(new.get("spec") or {}):
         return [{"reason": "FieldValueForbidden", "field": "spec",
                  "message": "Forbidden: pod updates may not change fields other than `spec.containers[*].image`,"

@@ -5,9 +5,12 @@ Paths, verbs, query parameters and status codes follow the API concepts page
 discovery (/version, /api, /apis, APIResourceList with subresources), list
 and watch with resourceVersion and selectors, create/get/update/patch/delete
 and deletecollection, dryRun=All, fieldManager and fieldValidation, Table
-output for kubectl (meta.k8s.io/v1 Table), pods/log, pods/eviction (policy/v1,
+output for kubectl (meta.k8s.io/v1 Table; columns, their definitions and cells as
+kube-apiserver's printers in pkg/printers/internalversion/printers.go serve them,
+descriptions from the types' OpenAPI docs), pods/log, pods/eviction (policy/v1,
 concepts/scheduling-eviction/api-eviction/: 429 when a PodDisruptionBudget
-allows no disruption), pods/binding and the status subresources.
+allows no disruption), pods/binding, the status subresources and namespaces/finalize
+(PUT only: FinalizeREST implements Update alone, pkg/registry/core/namespace/storage/storage.go).
 Errors are metav1.Status objects. Requests need the bearer token written into
 the kubeconfig (401 otherwise).
 """
@@ -97,6 +100,29 @@ def _ds_row(ds):
             ",".join(f"{k}={v}" for k, v in sorted((ds["spec"]["selector"].get("matchLabels") or {}).items()))]
 
 
+# Descriptions of the columns that print ObjectMeta fields (their OpenAPI descriptions).
+NAME_DOC = ("Name must be unique within a namespace. Is required when creating resources, although some resources "
+            "may allow a client to request the generation of an appropriate name automatically. Name is primarily "
+            "intended for creation idempotence and configuration definition. Cannot be updated. More info: "
+            "https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names")
+AGE_DOC = ("CreationTimestamp is a timestamp representing the server time when this object was created. It is not "
+           "guaranteed to be set in happens-before order across separate operations. Clients may not set this value. "
+           "It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. "
+           "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata")
+
+
+def _int_or_string(value):
+    """intstr.IntOrString's String(): an int in decimal, a string as it is; N/A when unset (printers.go)."""
+    return "N/A" if value is None else str(value)
+
+
+def _pdb_row(pdb):
+    return [pdb["metadata"]["name"], _int_or_string(pdb["spec"].get("minAvailable")),
+            _int_or_string(pdb["spec"].get("maxUnavailable")),
+            int((pdb.get("status") or {}).get("disruptionsAllowed") or 0),
+            _age(pdb["metadata"].get("creationTimestamp"))]
+
+
 TABLES = {
     "Pod": ([("Name", "string", "name", 0), ("Ready", "string", "", 0), ("Status", "string", "", 0),
              ("Restarts", "string", "", 0), ("Age", "string", "", 0), ("IP", "string", "", 1),
@@ -110,6 +136,13 @@ TABLES = {
                    ("Ready", "integer", "", 0), ("Up-to-date", "integer", "", 0), ("Available", "integer", "", 0),
                    ("Node Selector", "string", "", 0), ("Age", "string", "", 0), ("Containers", "string", "", 1),
                    ("Images", "string", "", 1), ("Selector", "string", "", 1)], _ds_row),
+    "PodDisruptionBudget": ([("Name", "string", "name", 0, NAME_DOC),
+                             ("Min Available", "string", "", 0, "The minimum number of pods that must be available."),
+                             ("Max Unavailable", "string", "", 0,
+                              "The maximum number of pods that may be unavailable."),
+                             ("Allowed Disruptions", "integer", "", 0,
+                              "Calculated number of pods that may be disrupted at this time."),
+                             ("Age", "string", "", 0, AGE_DOC)], _pdb_row),
     "Namespace": ([("Name", "string", "name", 0), ("Status", "string", "", 0), ("Age", "string", "", 0)],
                   lambda ns: [ns["metadata"]["name"], ns.get("status", {}).get("phase", ""),
                               _age(ns["metadata"].get("creationTimestamp"))]),
@@ -125,8 +158,9 @@ def table(res, items, include, rv):
         rows.append({"cells": row(obj), "object": obj if include == "Object" else
                      (None if include == "None" else partial)})
     return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": {"resourceVersion": rv},
-            "columnDefinitions": [{"name": n, "type": t, "format": f, "description": n, "priority": p}
-                                  for n, t, f, p in columns], "rows": rows}
+            "columnDefinitions": [{"name": column[0], "type": column[1], "format": column[2],
+                                   "description": column[4] if len(column) > 4 else column[0],
+                                   "priority": column[3]} for column in columns], "rows": rows}
 
 
 def discovery_resources(group, version):
@@ -230,9 +264,24 @@ class Handler(BaseHTTPRequestHandler):
         headers = {"Retry-After": str(err.retry_after)} if err.retry_after else None
         self._send(err.code, err.status(), headers=headers)
 
+    def _read_chunked(self):
+        """A chunked request body (HTTP/1.1; kubectl replace --raw sends its file so)."""
+        raw = b""
+        while True:
+            size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+            if size == 0:
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return raw
+            raw += self.rfile.read(size)
+            self.rfile.readline()
+
     def _body(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            raw = self._read_chunked()
+        else:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
         if not raw:
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
@@ -443,7 +492,9 @@ class Handler(BaseHTTPRequestHandler):
         if sub == "binding":
             self._bind(namespace, name)
             return
-        subresource = "status" if sub == "status" else None
+        if sub == "finalize" and verb != "PUT":
+            raise ApiError(405, "the server does not allow this method on the requested resource", "MethodNotAllowed")
+        subresource = sub if sub in ("status", "finalize") else None
         if verb == "GET":
             obj = cluster.store.get(res, namespace, name)
             if obj is None:
@@ -669,6 +720,9 @@ class Handler(BaseHTTPRequestHandler):
         pdbs = BY_KEY[("policy", "poddisruptionbudgets")]
         success = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
         with cluster.lock:
+            # An Eviction is a create: NamespaceLifecycle refuses it in a Terminating namespace
+            # (kubectl drain then waits for such a pod to go).
+            cluster.check_namespace(res, namespace, True, name)
             pod = cluster.store.peek(res, namespace, name)
             if pod is None:
                 raise not_found(res, name)
@@ -745,6 +799,7 @@ class Handler(BaseHTTPRequestHandler):
         pods = BY_KEY[("", "pods")]
         body = self._body() or {}
         with cluster.lock:
+            cluster.check_namespace(pods, namespace, True, name)
             pod = cluster.store.get(pods, namespace, name)
             if pod is None:
                 raise not_found(pods, name)

@@ -7,6 +7,37 @@ and the registry strategies in kubernetes/pkg/registry (PrepareForCreate /
 PrepareForUpdate: status is dropped on create and kept from the old object on
 update of the main resource; the status subresource changes only status;
 generation counts spec changes).
+
+Namespaces: the NamespaceLifecycle admission plugin
+(staging/src/k8s.io/apiserver/pkg/admission/plugin/namespace/lifecycle/admission.go:
+no creates in a Terminating namespace, 403 with a NamespaceTerminating cause;
+default, kube-system and kube-public may not be deleted), the namespace
+storage (pkg/registry/core/namespace/storage/storage.go: DELETE sets
+deletionTimestamp and phase Terminating and adds orphan/foregroundDeletion
+as the delete options ask; the object goes only once spec.finalizers and
+metadata.finalizers are both empty, on a DELETE or during an update) and its
+strategies (pkg/registry/core/namespace/strategy.go: create always adds the
+"kubernetes" finalizer and sets phase Active; an update keeps spec.finalizers
+and status; only the finalize subresource changes spec.finalizers).
+
+Timing: the cluster file's `timing` picks a profile of durations, compressed
+(the default: fractions of a second, so that tests run in seconds) or real
+(the durations a real cluster of the configured kubernetesVersion has), and
+may override single durations. The real ones come from upstream's defaults:
+kube-controller-manager's --node-monitor-period (5s,
+SetDefaults_KubeCloudSharedConfiguration) and --node-monitor-grace-period
+(pkg/controller/nodelifecycle/config/v1alpha1/defaults.go: 40s, 50s since
+v1.32.0, kubernetes/kubernetes#126287); the kubelet's restart back-off
+(pkg/kubelet/kubelet.go initialCrashLoopBackOff 10s and MaxCrashLoopBackOff,
+pkg/kubelet/apis/config/v1beta1/defaults.go MaxContainerBackOff 300s; the
+ReduceDefaultCrashLoopBackOffDecay gate that lowers them is alpha and off);
+its nodeStatusUpdateFrequency (10s) and PLEG relist period (1s); the
+DefaultTolerationSeconds admission plugin
+(plugin/pkg/admission/defaulttolerationseconds: kube-apiserver's
+--default-not-ready-toleration-seconds and
+--default-unreachable-toleration-seconds, 300); kube-apiserver's --event-ttl
+(1h). Pod start and device-plugin registration vary with the machine; the
+figures chosen are said where they are set (real_timing).
 """
 
 import copy
@@ -24,15 +55,21 @@ from .selectors import label_selector_object_match
 from .store import ApiError, Store, not_found, now_rfc3339
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+# The compressed profile, the default (seconds). Every key is a duration a cluster file may set.
 DEFAULT_TIMING = {
-    "tick": 0.05,               # controller loop period
-    "podStart": 0.3,            # bound pod -> containers running
-    "programRun": 0.2,          # a short program's run time
-    "pluginRegister": 1.0,      # device plugin running -> node advertises
-    "podShutdown": 0.2,         # graceful deletion -> pod gone
-    "crashBackoff": 1.0,        # first CrashLoopBackOff delay (doubles, capped at 8x)
-    "eventTTL": 3600,
+    "tick": 0.05,                     # the controllers' loop period: the resolution of every timer
+    "podStart": 0.3,                  # bound pod -> containers running
+    "programRun": 0.2,                # a short program's run, until the kubelet reports its exit
+    "pluginRegister": 1.0,            # device plugin running -> node advertises its resources
+    "podShutdown": 0.2,               # graceful deletion -> containers stopped (at most the grace period)
+    "crashBackoff": 1.0,              # the kubelet's first restart back-off (doubles with each restart)
+    "crashBackoffMax": None,          # ... up to this (None: 8 x crashBackoff)
+    "nodeMonitorPeriod": 0.0,         # how often the node lifecycle controller looks (0: every tick)
+    "nodeMonitorGracePeriod": 0.0,    # a kubelet silent this long -> its node's conditions Unknown
+    "defaultTolerationSeconds": 300,  # tolerationSeconds of the not-ready/unreachable tolerations pods get
+    "eventTTL": 3600,                 # not used yet: events are never expired
 }
+TIMING_PROFILES = ("compressed", "real")
 EMPTY_STATUS = {
     "DaemonSet": {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0,
                   "numberReady": 0},
@@ -40,12 +77,96 @@ EMPTY_STATUS = {
     "Deployment": {},
     "PodDisruptionBudget": {"disruptionsAllowed": 0, "currentHealthy": 0, "desiredHealthy": 0, "expectedPods": 0},
 }
+# Namespaces NamespaceLifecycle refuses to delete (admission.go's immortal namespaces).
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
 RUNTIME_DEFAULTS = {"defaultRuntime": "runc", "handlers": ["runc", "nvidia"], "cdi": False,
                     "acceptEnvvarUnprivileged": True, "acceptVolumeMounts": False}
 
 
 def random_suffix(length=5):
     return "".join(random.choice(_NAME_CHARS) for _index in range(length))
+
+
+def _major_minor(version):
+    """(1, 37) for "1.37.0" (and (1, 32) for "v1.32.0-alpha.2")."""
+    parts = str(version).lstrip("v").split(".")
+    try:
+        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
+    except (IndexError, ValueError):
+        raise ValueError(f"kubernetesVersion: {version!r} is not a version such as 1.37.0") from None
+
+
+def real_timing(version):
+    """The durations of a real cluster of this Kubernetes version: upstream's defaults where
+    Kubernetes sets them, a representative figure where they vary with the machine."""
+    return {
+        # Not a Kubernetes duration: how often the simulator's controllers look (upstream's are
+        # driven by watch events and react within milliseconds).
+        "tick": 0.05,
+        # Varies. Bound pod -> containers running with the image already on the node: the kubelet
+        # sees the binding at once (watch), creates the sandbox (runtime and CNI), and creates and
+        # starts the containers; about 1-3 s on containerd. 2 s is taken, well inside the
+        # sig-scalability pod startup SLO (kubernetes/community sig-scalability/slos/
+        # pod_startup_latency.md: 5 s at the 99th percentile, image pulls excluded). No image is
+        # ever pulled here (the kubelet's "already present on machine").
+        "podStart": 2.0,
+        # A short program (echo, nvidia-smi -L) ends within a fraction of a second; the kubelet
+        # reports the exit at its next PLEG relist (pkg/kubelet/kubelet.go genericPlegRelistPeriod,
+        # 1 s).
+        "programRun": 1.0,
+        # Varies. The device plugin starts and registers with the kubelet within about a second;
+        # the node shows the resources at the kubelet's next node status sync
+        # (nodeStatusUpdateFrequency, 10 s, pkg/kubelet/apis/config/v1beta1/defaults.go), 5 s
+        # later on average: 6 s is taken (1 s to 11 s in practice).
+        "pluginRegister": 6.0,
+        # Varies. A container that exits on SIGTERM stops within about a second, then the kubelet
+        # deletes the pod object; 1 s is taken. One that ignores SIGTERM (a shell or sleep as PID 1)
+        # takes its whole terminationGracePeriodSeconds on a real node, which is not modelled.
+        "podShutdown": 1.0,
+        # The kubelet's restart back-off: pkg/kubelet/kubelet.go initialCrashLoopBackOff (10 s)
+        # and MaxCrashLoopBackOff = pkg/kubelet/apis/config/v1beta1 MaxContainerBackOff (300 s);
+        # also the default of crashLoopBackOff.maxContainerRestartPeriod (KubeletCrashLoopBackOffMax,
+        # beta since 1.35). ReduceDefaultCrashLoopBackOffDecay (1 s / 60 s) is alpha and off.
+        "crashBackoff": 10.0,
+        "crashBackoffMax": 300.0,
+        # kube-controller-manager --node-monitor-period (SetDefaults_KubeCloudSharedConfiguration).
+        "nodeMonitorPeriod": 5.0,
+        # kube-controller-manager --node-monitor-grace-period
+        # (pkg/controller/nodelifecycle/config/v1alpha1/defaults.go): 40 s until v1.31, 50 s since
+        # v1.32.0 (kubernetes/kubernetes#126287).
+        "nodeMonitorGracePeriod": 50.0 if _major_minor(version) >= (1, 32) else 40.0,
+        # kube-apiserver --default-not-ready-toleration-seconds and
+        # --default-unreachable-toleration-seconds (plugin/pkg/admission/defaulttolerationseconds).
+        "defaultTolerationSeconds": 300,
+        # kube-apiserver --event-ttl (1h).
+        "eventTTL": 3600,
+    }
+
+
+def resolve_timing(setting, version):
+    """The cluster file's `timing`: a profile's name (`compressed`, the default, or `real`), or a
+    mapping of durations over a profile (`profile:` names it; compressed when it is absent)."""
+    if setting is None:
+        setting = {}
+    if isinstance(setting, str):
+        setting = {"profile": setting}
+    if not isinstance(setting, dict):
+        raise ValueError(f"timing: expected a profile ({' or '.join(TIMING_PROFILES)}) or a mapping of "
+                         f"durations, not {setting!r}")
+    overrides = dict(setting)
+    profile = overrides.pop("profile", "compressed")
+    if profile not in TIMING_PROFILES:
+        raise ValueError(f"timing: unknown profile {profile!r}; the profiles are {', '.join(TIMING_PROFILES)}")
+    unknown = sorted(set(overrides) - set(DEFAULT_TIMING))
+    if unknown:
+        raise ValueError(f"timing: unknown durations {', '.join(unknown)}; the durations are "
+                         f"{', '.join(DEFAULT_TIMING)}")
+    timing = dict(DEFAULT_TIMING) if profile == "compressed" else real_timing(version)
+    timing.update(overrides)
+    if timing["crashBackoffMax"] is None:
+        timing["crashBackoffMax"] = 8 * timing["crashBackoff"]
+    timing["profile"] = profile
+    return timing
 
 
 class Faults:
@@ -88,7 +209,7 @@ class Cluster:
     def __init__(self, description, base_dir="."):
         self.description = description
         self.version = str(description.get("kubernetesVersion", "1.37.0")).lstrip("v")
-        self.timing = dict(DEFAULT_TIMING, **(description.get("timing") or {}))
+        self.timing = resolve_timing(description.get("timing"), self.version)
         self.pod_security_default = description.get("podSecurityDefault", "privileged")
         self.store = Store()
         self.faults = Faults()
@@ -116,11 +237,18 @@ class Cluster:
                                   "preemptionPolicy": "PreemptLowerPriority"})
         for index, node in enumerate(self.description.get("nodes") or []):
             self.add_node(node, index)
+        deleted = []
         for obj in self.description.get("namespaces") or []:
-            self.internal_create({"apiVersion": "v1", "kind": "Namespace",
-                                  "metadata": {"name": obj} if isinstance(obj, str) else obj})
+            meta = {"name": obj} if isinstance(obj, str) else dict(obj)
+            if meta.pop("deleted", False):
+                deleted.append(meta["name"])
+            self.internal_create({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
         for obj in self.description.get("objects") or []:
             self.internal_create(copy.deepcopy(obj))
+        # `deleted: true`: the namespace is deleted once its objects exist, as a client's DELETE
+        # would; the namespace controller then removes its content (and waits on its finalizers).
+        for name in deleted:
+            self.delete(BY_KEY[("", "namespaces")], "", name)
         for fault in self.description.get("faults") or []:
             self.faults.add(fault)
 
@@ -187,18 +315,23 @@ class Cluster:
         return self.create(res, obj.get("metadata", {}).get("namespace") or ("default" if res.namespaced else ""),
                            obj, manager="simcluster", internal=True)
 
-    def _check_namespace(self, res, namespace, creating):
+    def check_namespace(self, res, namespace, creating, name=None):
+        """NamespaceLifecycle: a namespaced write needs its namespace; a create (subresource creates
+        such as pods/eviction and pods/binding too) is refused while the namespace is Terminating."""
         if not res.namespaced:
             return
         ns = self.store.peek(BY_KEY[("", "namespaces")], "", namespace)
         if ns is None:
             raise ApiError(404, f'namespaces "{namespace}" not found', "NotFound",
                            {"name": namespace, "kind": "namespaces"})
-        if creating and ns["metadata"].get("deletionTimestamp"):
-            raise ApiError(403, f"{res.plural} is forbidden: unable to create new content in "
+        if creating and (ns.get("status") or {}).get("phase") == "Terminating":
+            qualified = f'{res.plural}{"." + res.group if res.group else ""}'
+            raise ApiError(403, f'{qualified} "{name or "Unknown"}" is forbidden: unable to create new content in '
                                 f"namespace {namespace} because it is being terminated", "Forbidden",
-                           {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
-                                        "message": f"namespace {namespace} is being terminated"}]})
+                           {"name": name or "Unknown", "group": res.group, "kind": res.plural,
+                            "causes": [{"reason": "NamespaceTerminating",
+                                        "message": f"namespace {namespace} is being terminated",
+                                        "field": "metadata.namespace"}]})
 
     def _prepare_meta(self, res, namespace, obj):
         meta = obj.setdefault("metadata", {})
@@ -222,12 +355,15 @@ class Cluster:
             raise ApiError(403, f'pods "{pod["metadata"]["name"]}" is forbidden: error looking up service account '
                                 f'{namespace}/{spec["serviceAccountName"]}: serviceaccount '
                                 f'"{spec["serviceAccountName"]}" not found', "Forbidden")
+        # DefaultTolerationSeconds admission: a pod with no NoExecute (or effect-less) toleration for
+        # the not-ready or unreachable taint, by that key or by an empty key, gets one for
+        # defaultTolerationSeconds (the kube-apiserver flags' 300 s).
         tolerations = spec.setdefault("tolerations", [])
         for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
-            if not any(t.get("key") == key and t.get("effect") in (None, "", "NoExecute") for t in tolerations) \
-                    and not any(not t.get("key") and t.get("operator") == "Exists" for t in tolerations):
+            if not any(t.get("key") in (None, "", key) and t.get("effect") in (None, "", "NoExecute")
+                       for t in tolerations):
                 tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
-                                    "tolerationSeconds": 300})
+                                    "tolerationSeconds": int(self.timing["defaultTolerationSeconds"])})
         pc_name = spec.get("priorityClassName")
         if pc_name:
             pc = self.store.peek(BY_KEY[("scheduling.k8s.io", "priorityclasses")], "", pc_name)
@@ -285,6 +421,12 @@ class Cluster:
     def _initial_status(self, res, obj):
         if res.kind == "Pod":
             obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj["spec"])}
+        elif res.kind == "Namespace":
+            # PrepareForCreate: phase Active, and the "kubernetes" finalizer whatever else is listed.
+            obj["status"] = {"phase": "Active"}
+            spec = obj.setdefault("spec", {})
+            if "kubernetes" not in (spec.get("finalizers") or []):
+                spec["finalizers"] = list(spec.get("finalizers") or []) + ["kubernetes"]
         elif res.kind in EMPTY_STATUS:
             # Fields without omitempty in the Go types serialise even when zero.
             obj["status"] = dict(EMPTY_STATUS[res.kind])
@@ -298,10 +440,15 @@ class Cluster:
                                 f"expected API version ({res.api_version})", "BadRequest")
         obj["apiVersion"], obj["kind"] = res.api_version, res.kind
         with self.lock:
+            # Admission sees the name asked for; a generateName is resolved later, in the storage.
+            requested = (obj.get("metadata") or {}).get("name") or (obj.get("metadata") or {}).get("generateName")
             meta = self._prepare_meta(res, namespace, obj)
             if not internal:
                 warnings += admission.decode(obj, self.version, field_validation)
-            self._check_namespace(res, namespace, True)
+            self.check_namespace(res, namespace, True, requested)
+            # rest.BeforeCreate: a new object is not being deleted.
+            meta.pop("deletionTimestamp", None)
+            meta.pop("deletionGracePeriodSeconds", None)
             # Nodes keep the status they are created with (the kubelet registers that way).
             if res.kind != "Node":
                 self._initial_status(res, obj)
@@ -362,6 +509,13 @@ class Cluster:
                         obj["status"] = copy.deepcopy(old["status"])
                     else:
                         obj.pop("status", None)
+            if res.kind == "Namespace" and subresource is None and isinstance(obj.get("spec") or {}, dict):
+                # Only the finalize subresource changes spec.finalizers (strategy.go, PrepareForUpdate).
+                spec = obj["spec"] = obj.get("spec") or {}
+                if "finalizers" in (old.get("spec") or {}):
+                    spec["finalizers"] = copy.deepcopy(old["spec"]["finalizers"])
+                else:
+                    spec.pop("finalizers", None)
             if subresource != "status":
                 admission.default(obj)
                 self._admit(res, obj, old, warnings)
@@ -371,9 +525,8 @@ class Cluster:
                 merge.track_update(old, obj, manager, res.api_version, now_rfc3339(), subresource)
             elif not manager:
                 obj["metadata"]["managedFields"] = copy.deepcopy(old["metadata"].get("managedFields", []))
-            if old["metadata"].get("deletionTimestamp") and not obj["metadata"].get("finalizers"):
-                if not dry_run:
-                    return self.store.delete(res, namespace, name) if self._really_delete(res, old) else old
+            if not dry_run and self._delete_during_update(res, obj, old):
+                return self.store.delete(res, namespace, name)
             # A write that changes nothing but managedFields timestamps is no write: same
             # resourceVersion, no watch event (apiserver's fieldmanager ignores those timestamps).
             if _without_times(obj) == _without_times(old):
@@ -386,8 +539,17 @@ class Cluster:
                 return obj
             return self.store.replace(res, obj, expect_rv)
 
-    def _really_delete(self, res, old):
-        return not (res.kind == "Pod" and old["metadata"].get("deletionGracePeriodSeconds"))
+    @staticmethod
+    def _delete_during_update(res, obj, old):
+        """An update that leaves a deleted object without finalizers deletes it, unless a grace period
+        still runs (a pod the kubelet has not stopped yet); a namespace also needs spec.finalizers empty
+        (registry/generic/registry ShouldDeleteDuringUpdate, namespace storage's
+        ShouldDeleteNamespaceDuringUpdate)."""
+        if not old["metadata"].get("deletionTimestamp") or obj["metadata"].get("finalizers"):
+            return False
+        if res.kind == "Namespace" and (obj.get("spec") or {}).get("finalizers"):
+            return False
+        return not old["metadata"].get("deletionGracePeriodSeconds")
 
     def patch(self, res, namespace, name, patch_type, body, dry_run=False, manager=None, force=False,
               subresource=None, field_validation="Warn", warnings=None):
@@ -439,6 +601,9 @@ class Cluster:
     def delete(self, res, namespace, name, options=None, dry_run=False):
         options = options or {}
         with self.lock:
+            if res.kind == "Namespace" and name in IMMORTAL_NAMESPACES:
+                raise ApiError(403, f'namespaces "{name}" is forbidden: this namespace may not be deleted',
+                               "Forbidden", {"name": name, "kind": "namespaces"})
             old = self.store.peek(res, namespace, name)
             if old is None:
                 raise not_found(res, name)
@@ -450,6 +615,8 @@ class Cluster:
             if pre.get("resourceVersion") and pre["resourceVersion"] != old["metadata"]["resourceVersion"]:
                 from .store import conflict
                 raise conflict(res, name)
+            if res.kind == "Namespace":
+                return self._delete_namespace(res, old, options, dry_run)
             if dry_run:
                 return copy.deepcopy(old)
             obj = copy.deepcopy(old)
@@ -462,12 +629,6 @@ class Cluster:
                 finalizers.append("foregroundDeletion")
             if policy == "Orphan" and "orphan" not in finalizers:
                 finalizers.append("orphan")
-            if res.kind == "Namespace":
-                if not meta.get("deletionTimestamp"):
-                    meta["deletionTimestamp"] = now_rfc3339()
-                    obj.setdefault("status", {})["phase"] = "Terminating"
-                    return self.store.replace(res, obj)
-                return obj
             if res.kind == "Pod":
                 grace = options.get("gracePeriodSeconds")
                 if grace is None:
@@ -488,6 +649,38 @@ class Cluster:
                     meta["deletionGracePeriodSeconds"] = 0
                 return self.store.replace(res, obj)
             return self.store.delete(res, namespace, name)
+
+    def _delete_namespace(self, res, old, options, dry_run):
+        """The namespace storage's Delete: the first DELETE only marks the namespace Terminating (the
+        namespace controller empties it and then finalizes it); a later one deletes it once
+        spec.finalizers and metadata.finalizers are empty."""
+        obj = copy.deepcopy(old)
+        meta = obj["metadata"]
+        if meta.get("deletionTimestamp"):
+            if (obj.get("spec") or {}).get("finalizers") or meta.get("finalizers") or dry_run:
+                return obj
+            return self.store.delete(res, "", meta["name"])
+        meta["deletionTimestamp"] = now_rfc3339()
+        obj.setdefault("status", {})["phase"] = "Terminating"
+        # orphan / foregroundDeletion follow orphanDependents, else propagationPolicy, else stay as they are.
+        finalizers = list(meta.get("finalizers") or [])
+        orphan_dependents = options.get("orphanDependents")
+        policy = options.get("propagationPolicy")
+        for finalizer, wanted in (("orphan", orphan_dependents if orphan_dependents is not None else
+                                   policy == "Orphan" if policy else "orphan" in finalizers),
+                                  ("foregroundDeletion", orphan_dependents is False if orphan_dependents is not None
+                                   else policy == "Foreground" if policy else "foregroundDeletion" in finalizers)):
+            if wanted and finalizer not in finalizers:
+                finalizers.append(finalizer)
+            elif not wanted and finalizer in finalizers:
+                finalizers.remove(finalizer)
+        if finalizers:
+            meta["finalizers"] = finalizers
+        else:
+            meta.pop("finalizers", None)
+        if dry_run:
+            return obj
+        return self.store.replace(res, obj)
 
     def finish_pod_deletion(self, pod):
         """What the kubelet does once the containers stopped: delete with grace 0 (finalizers still hold it)."""
@@ -531,7 +724,9 @@ class Cluster:
                  "reportingComponent": component, "reportingInstance": host or ""}
         if not event["involvedObject"]["namespace"]:
             event["involvedObject"].pop("namespace")
-        if self.store.peek(BY_KEY[("", "namespaces")], "", namespace) is None:
+        # NamespaceLifecycle refuses events too: none into a missing or Terminating namespace.
+        ns = self.store.peek(BY_KEY[("", "namespaces")], "", namespace)
+        if ns is None or (ns.get("status") or {}).get("phase") == "Terminating":
             return
         self.store.create(res, event)
 

@@ -12,15 +12,45 @@ path, as kwok's stages are data-driven steps (STYLE.md). Behaviour sources:
   TaintToleration, NodeAffinity, NodeResourcesFit in the default profile's
   order; the FailedScheduling message's "0/N nodes are available" histogram).
 - Node lifecycle: taint-nodes-by-condition (node.kubernetes.io/unschedulable,
-  not-ready, unreachable).
+  not-ready, unreachable) and the node lifecycle controller
+  (pkg/controller/nodelifecycle/node_lifecycle_controller.go, monitorNodeHealth
+  and tryUpdateNodeHealth): every --node-monitor-period it marks the conditions
+  of a node whose kubelet has been silent longer than
+  --node-monitor-grace-period Unknown ("NodeStatusUnknown", "Kubelet stopped
+  posting node status.", the last heartbeat kept) and taints it unreachable
+  (NoSchedule as the Ready condition changes, NoExecute on its pass, which is
+  also when a node Ready again loses it).
+- Taint eviction (pkg/controller/tainteviction/taint_eviction.go,
+  processPodOnNode and addConditionAndDeletePod): a pod on a node with
+  NoExecute taints it does not all tolerate is deleted at once; one that
+  tolerates them is deleted after the smallest tolerationSeconds of the
+  tolerations used, counted from when the controller saw it there (none:
+  never); the DisruptionTarget condition (DeletionByTaintManager) comes first,
+  and TaintManagerEviction events mark the deletion or its cancelling when the
+  taints go first.
+- Namespace deletion: the namespace controller's deleter
+  (pkg/controller/namespace/deletion/namespaced_resources_deleter.go: phase
+  Terminating, a background delete of every namespaced resource that can be
+  deleted, pods given their grace period as an estimate, objects held by
+  finalizers counted, then "kubernetes" removed through namespaces/finalize
+  once nothing is left) and its conditions (status_condition_utils.go: the
+  five NamespaceDeletion*/Namespace*Remaining conditions, their reasons and
+  messages).
 - Kubelet: pod lifecycle (phases, container states, restart policy with
-  CrashLoopBackOff), termination messages (FallbackToLogsOnError), device
+  CrashLoopBackOff: the restart back-off of kuberuntime_manager.go doBackOff
+  over client-go's flowcontrol.Backoff, see CrashLoopBackOff below),
+  termination messages (FallbackToLogsOnError), device
   plugin registration and device allocation (concepts/extend-kubernetes/
   compute-storage-net/device-plugins/): a resource's allocatable drops to 0
   when its plugin stops, and a pod is refused with UnexpectedAdmissionError
-  when the devices it was scheduled for are not there.
+  when the devices it was scheduled for are not there. A kubelet that the
+  node-not-ready fault takes away does nothing on its node and posts nothing
+  (no node or pod status) until it is back.
+Durations come from cluster.timing (cluster.py: the compressed or the real
+profile).
 """
 
+import calendar
 import copy
 import hashlib
 import json
@@ -31,8 +61,8 @@ from . import gpus as gpu_model
 from . import programs
 from .admission import quantity
 from .cluster import owned_by, random_suffix, selector_matches
-from .resources import BY_KEY
-from .selectors import pod_matches_node_affinity, untolerated_taints
+from .resources import BY_KEY, RESOURCES
+from .selectors import pod_matches_node_affinity, tolerates, untolerated_taints
 from .store import ApiError, now_rfc3339
 
 PODS = BY_KEY[("", "pods")]
@@ -53,6 +83,19 @@ DS_TOLERATIONS = [
     {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"},
 ]
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+# The namespace controller's conditions in the order it adds them, each with the reason and
+# message it has while nothing is wrong (status_condition_utils.go).
+NAMESPACE_CONDITIONS = (
+    ("NamespaceDeletionDiscoveryFailure", "ResourcesDiscovered", "All resources successfully discovered"),
+    ("NamespaceDeletionGroupVersionParsingFailure", "ParsedGroupVersions",
+     "All legacy kube types successfully parsed"),
+    ("NamespaceDeletionContentFailure", "ContentDeleted",
+     "All content successfully deleted, may be waiting on finalization"),
+    ("NamespaceContentRemaining", "ContentRemoved", "All content successfully removed"),
+    ("NamespaceFinalizersRemaining", "ContentHasNoFinalizers", "All content-preserving finalizers finished"),
+)
+# How long the deleter expects objects held by finalizers to take (finalizerEstimateSeconds).
+FINALIZER_ESTIMATE = 15
 
 
 def _hash(value):
@@ -97,6 +140,9 @@ class Controllers:
         self.plugins = {}
         self.backoff = {}
         self.ip_counter = {}
+        self.heartbeats = {}
+        self.next_monitor = 0.0
+        self.evictions = {}
 
     # ------------------------------------------------------------ helpers
     def _set_status(self, res, obj, status, component):
@@ -116,6 +162,7 @@ class Controllers:
     def tick(self):
         with self.store.lock:
             self.node_lifecycle()
+            self.taint_eviction()
             self.namespaces()
             self.garbage_collect()
             self.deployments()
@@ -126,78 +173,235 @@ class Controllers:
             self.kubelets()
 
     # ------------------------------------------------------- node lifecycle
+    def kubelet_away(self, name):
+        """Whether the node-not-ready fault has taken this node's kubelet away."""
+        return self.cluster.faults.active("node-not-ready", node=name) is not None
+
     def node_lifecycle(self):
+        """The kubelets' node conditions and the node lifecycle controller. A kubelet posts its
+        conditions while it runs, each tick being a heartbeat (a real one renews its Lease every
+        10 s, so its last heartbeat may lie up to that much before it stopped). The controller
+        looks every nodeMonitorPeriod: a node silent for longer than nodeMonitorGracePeriod gets
+        all its conditions Unknown and the unreachable NoExecute taint; the unreachable NoSchedule
+        taint follows the Ready condition at once (taint-nodes-by-condition acts on node updates)."""
+        now = time.monotonic()
+        monitor = now >= self.next_monitor
+        if monitor:
+            self.next_monitor = now + self.timing["nodeMonitorPeriod"]
         for node in list(self.store.peek_list(NODES)):
             name = node["metadata"]["name"]
-            down = self.cluster.faults.active("node-not-ready", node=name)
-            taints = [t for t in node["spec"].get("taints") or []
-                      if t["key"] not in ("node.kubernetes.io/unschedulable", "node.kubernetes.io/unreachable")]
-            old_taints = node["spec"].get("taints") or []
-            if node["spec"].get("unschedulable"):
-                taints.append(next((t for t in old_taints if t["key"] == "node.kubernetes.io/unschedulable"),
-                                   {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
-                                    "timeAdded": now_rfc3339()}))
-            if down:
-                for effect in ("NoSchedule", "NoExecute"):
-                    taints.append(next((t for t in old_taints if t["key"] == "node.kubernetes.io/unreachable"
-                                        and t["effect"] == effect),
-                                       {"key": "node.kubernetes.io/unreachable", "effect": effect,
-                                        "timeAdded": now_rfc3339()}))
-            if taints != old_taints:
-                obj = copy.deepcopy(node)
-                if taints:
-                    obj["spec"]["taints"] = taints
-                else:
-                    obj["spec"].pop("taints", None)
-                node = self.cluster.update(NODES, "", name, obj, manager="node-lifecycle-controller",
-                                           internal=True)
+            away = self.kubelet_away(name)
+            if not away or name not in self.heartbeats:
+                self.heartbeats[name] = now
             status = copy.deepcopy(node["status"])
             conditions = {c["type"]: c for c in status.get("conditions") or []}
             stamp = now_rfc3339()
-            wanted = [("MemoryPressure", "False", "KubeletHasSufficientMemory",
-                       "kubelet has sufficient memory available"),
-                      ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                      ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-                      ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
-            if down:
+            wanted = None
+            if not away:
+                # The kubelet posts its conditions.
+                wanted = [("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                           "kubelet has sufficient memory available"),
+                          ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                          ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                          ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+            elif monitor and now - self.heartbeats[name] > self.timing["nodeMonitorGracePeriod"]:
                 wanted = [(t, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-                          for t, *_rest in wanted]
-            new = []
-            for ctype, value, reason, message in wanted:
-                old = conditions.get(ctype)
-                if old and old["status"] == value and old["reason"] == reason:
-                    new.append(old)
-                else:
-                    new.append({"type": ctype, "status": value, "reason": reason, "message": message,
-                                "lastHeartbeatTime": stamp, "lastTransitionTime": stamp})
-            status["conditions"] = new
-            self._set_status(NODES, node, status, "kubelet")
+                          for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")]
+            if wanted:
+                new = []
+                for ctype, value, reason, message in wanted:
+                    old = conditions.get(ctype)
+                    if old and old["status"] == value and old["reason"] == reason:
+                        new.append(old)
+                    else:
+                        # The controller keeps the last heartbeat it saw; the kubelet stamps its own.
+                        heartbeat = old.get("lastHeartbeatTime", stamp) if old and value == "Unknown" else stamp
+                        new.append({"type": ctype, "status": value, "reason": reason, "message": message,
+                                    "lastHeartbeatTime": heartbeat, "lastTransitionTime": stamp})
+                status["conditions"] = new
+                node = self._set_status(NODES, node, status, "kubelet" if not away else "node-controller")
+            ready = next((c["status"] for c in node["status"].get("conditions") or [] if c["type"] == "Ready"),
+                         None)
+            self._node_taints(node, ready, monitor)
 
-    def node_ready(self, node):
-        return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions") or [])
+    def _node_taints(self, node, ready, monitor):
+        name = node["metadata"]["name"]
+        old_taints = node["spec"].get("taints") or []
+        unreachable = "node.kubernetes.io/unreachable"
+        had = {t["effect"] for t in old_taints if t["key"] == unreachable}
+        wanted = set()
+        if ready == "Unknown":
+            wanted.add("NoSchedule")
+        # The NoExecute taint changes only on the controller's pass.
+        if (ready == "Unknown") if monitor else ("NoExecute" in had):
+            wanted.add("NoExecute")
+        taints = [t for t in old_taints if t["key"] not in ("node.kubernetes.io/unschedulable", unreachable)]
+        if node["spec"].get("unschedulable"):
+            taints.append(next((t for t in old_taints if t["key"] == "node.kubernetes.io/unschedulable"),
+                               {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule",
+                                "timeAdded": now_rfc3339()}))
+        for effect in ("NoSchedule", "NoExecute"):
+            if effect in wanted:
+                taints.append(next((t for t in old_taints if t["key"] == unreachable and t["effect"] == effect),
+                                   {"key": unreachable, "effect": effect, "timeAdded": now_rfc3339()}))
+        if taints != old_taints:
+            obj = copy.deepcopy(node)
+            if taints:
+                obj["spec"]["taints"] = taints
+            else:
+                obj["spec"].pop("taints", None)
+            self.cluster.update(NODES, "", name, obj, manager="node-lifecycle-controller", internal=True)
+
+    def taint_eviction(self):
+        """The taint eviction controller (see the module's docstring)."""
+        now = time.monotonic()
+        tainted = {n["metadata"]["name"]: [t for t in n["spec"].get("taints") or [] if t["effect"] == "NoExecute"]
+                   for n in self.store.peek_list(NODES)}
+        live = set()
+        for pod in list(self.store.peek_list(PODS)):
+            uid = pod["metadata"]["uid"]
+            live.add(uid)
+            taints = tainted.get(pod["spec"].get("nodeName")) or []
+            if not taints:
+                if self.evictions.pop(uid, None) is not None:
+                    self._taint_event(pod, "Cancelling deletion of Pod")
+                continue
+            if pod["metadata"].get("deletionTimestamp"):
+                continue
+            used = []
+            for taint in taints:
+                toleration = next((t for t in pod["spec"].get("tolerations") or [] if tolerates(t, taint)), None)
+                if toleration is None:
+                    used = None
+                    break
+                used.append(toleration)
+            if used is None:
+                wait = 0
+            else:
+                seconds = [t["tolerationSeconds"] for t in used if t.get("tolerationSeconds") is not None]
+                if not seconds:
+                    # Tolerated for good: anything scheduled is cancelled.
+                    if self.evictions.pop(uid, None) is not None:
+                        self._taint_event(pod, "Cancelling deletion of Pod")
+                    continue
+                wait = max(0, min(seconds))
+            since = self.evictions.setdefault(uid, now)
+            if now - since < wait:
+                continue
+            del self.evictions[uid]
+            self._taint_event(pod, "Marking for deletion Pod")
+            status = copy.deepcopy(pod.get("status") or {})
+            conditions = [c for c in status.get("conditions") or [] if c["type"] != "DisruptionTarget"]
+            status["conditions"] = conditions + [
+                {"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                 "lastTransitionTime": now_rfc3339(), "reason": "DeletionByTaintManager",
+                 "message": "Taint manager: deleting due to NoExecute taint"}]
+            self._set_status(PODS, pod, status, "taint-eviction-controller")
+            try:
+                self.cluster.delete(PODS, pod["metadata"]["namespace"], pod["metadata"]["name"])
+            except ApiError:
+                pass
+        for uid in list(self.evictions):
+            if uid not in live:
+                del self.evictions[uid]
+
+    def _taint_event(self, pod, text):
+        """The controller's events name the pod by a reference without its uid."""
+        meta = pod["metadata"]
+        ref = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+        self._event(ref, "TaintManagerEviction", f"{text} {meta['namespace']}/{meta['name']}",
+                    component="taint-eviction-controller")
 
     # -------------------------------------------------- namespaces and GC
     def namespaces(self):
         for ns in list(self.store.peek_list(NAMESPACES)):
-            if not ns["metadata"].get("deletionTimestamp"):
+            if ns["metadata"].get("deletionTimestamp"):
+                self._delete_namespace_content(ns["metadata"]["name"])
+
+    def _delete_namespace_content(self, name):
+        """One pass of the namespace deleter over a deleted namespace; it runs again every tick
+        until the namespace is finalized (the real controller requeues after its estimate)."""
+        ns = self.store.peek(NAMESPACES, "", name)
+        if (ns.get("status") or {}).get("phase") != "Terminating":
+            self._set_status(NAMESPACES, ns, dict(copy.deepcopy(ns.get("status") or {}), phase="Terminating"),
+                             "kube-controller-manager")
+            ns = self.store.peek(NAMESPACES, "", name)
+            if ns is None:
+                return
+        if not (ns.get("spec") or {}).get("finalizers"):
+            return
+        deleted_at = _epoch(ns["metadata"]["deletionTimestamp"])
+        estimate, remaining, held, errors = 0, {}, {}, []
+        for res in RESOURCES:
+            if not res.namespaced or "delete" not in res.verbs:
                 continue
-            name = ns["metadata"]["name"]
-            left = 0
-            for res_key, bucket in list(self.store.objects.items()):
-                res = BY_KEY[res_key]
-                if not res.namespaced:
+            local = 0
+            if res is PODS:
+                # Pods get their grace period, counted from the namespace's deletion.
+                local = max((p["spec"].get("terminationGracePeriodSeconds") or 0
+                             for p in self.store.peek_list(PODS, name) if not terminal(p)), default=0)
+                if time.time() - deleted_at >= local:
+                    local = 0
+            for obj in list(self.store.peek_list(res, name)):
+                if obj["metadata"].get("deletionTimestamp"):
                     continue
-                for (namespace, obj_name), obj in list(bucket.items()):
-                    if namespace != name:
-                        continue
-                    left += 1
-                    if not obj["metadata"].get("deletionTimestamp"):
-                        try:
-                            self.cluster.delete(res, name, obj_name)
-                        except ApiError:
-                            pass
-            if left == 0:
-                self.store.delete(NAMESPACES, "", name)
+                try:
+                    self.cluster.delete(res, name, obj["metadata"]["name"], {"propagationPolicy": "Background"})
+                except ApiError:
+                    pass
+            items = self.store.peek_list(res, name)
+            if not items:
+                continue
+            remaining[(res.plural, res.group)] = len(items)
+            finalizers = {}
+            for item in items:
+                for finalizer in item["metadata"].get("finalizers") or []:
+                    finalizers[finalizer] = finalizers.get(finalizer, 0) + 1
+            if not local and not finalizers:
+                errors.append(f"unexpected items still remain in namespace: {name} for gvr: "
+                              f"{res.group}/{res.version}, Resource={res.plural}")
+                continue
+            estimate = max(estimate, local or FINALIZER_ESTIMATE)
+            for finalizer, count in finalizers.items():
+                held[finalizer] = held.get(finalizer, 0) + count
+        failing = {}
+        if remaining:
+            failing["NamespaceContentRemaining"] = ("SomeResourcesRemain", "Some resources are remaining: " + ", ".join(
+                sorted(f"{plural}.{group} has {count} resource instances"
+                       for (plural, group), count in remaining.items())))
+        if held:
+            failing["NamespaceFinalizersRemaining"] = (
+                "SomeFinalizersRemain", "Some content in the namespace has finalizers remaining: " + ", ".join(
+                    sorted(f"{finalizer} in {count} resource instances" for finalizer, count in held.items())))
+        if errors:
+            failing["NamespaceDeletionContentFailure"] = (
+                "ContentDeletionFailed",
+                f"Failed to delete all resource types, {len(errors)} remaining: {', '.join(sorted(errors))}")
+        status = copy.deepcopy(ns.get("status") or {})
+        conditions = status.setdefault("conditions", [])
+        stamp = now_rfc3339()
+        for ctype, ok_reason, ok_message in NAMESPACE_CONDITIONS:
+            value, (reason, message) = ("True", failing[ctype]) if ctype in failing else ("False",
+                                                                                          (ok_reason, ok_message))
+            old = next((c for c in conditions if c["type"] == ctype), None)
+            if old is None:
+                conditions.append({"type": ctype, "status": value, "lastTransitionTime": stamp, "reason": reason,
+                                   "message": message})
+            elif (old["status"], old.get("reason"), old.get("message")) != (value, reason, message):
+                if old["status"] != value:
+                    old["lastTransitionTime"] = stamp
+                old.update(status=value, reason=reason, message=message)
+        ns = self._set_status(NAMESPACES, ns, status, "kube-controller-manager")
+        if estimate or errors or self.store.peek(NAMESPACES, "", name) is None:
+            return
+        # The content is gone: finalize, removing this controller's token from spec.finalizers.
+        finalized = copy.deepcopy(ns)
+        finalized["spec"]["finalizers"] = sorted(set(f for f in ns["spec"]["finalizers"] if f != "kubernetes"))
+        try:
+            self.cluster.update(NAMESPACES, "", name, finalized, manager="kube-controller-manager",
+                                subresource="finalize", internal=True)
+        except ApiError:
+            pass
 
     def garbage_collect(self):
         owners = set()
@@ -205,7 +409,7 @@ class Controllers:
             owners |= {o["metadata"]["uid"] for o in self.store.peek_list(res)}
         foreground = {}
         orphaning = {}
-        for res in (DAEMONSETS, REPLICASETS, DEPLOYMENTS):
+        for res in (DAEMONSETS, REPLICASETS, DEPLOYMENTS, NAMESPACES):
             for owner in self.store.peek_list(res):
                 finalizers = owner["metadata"].get("finalizers") or []
                 if "foregroundDeletion" in finalizers:
@@ -641,14 +845,15 @@ class Controllers:
                 continue
             live_uids.add(pod["metadata"]["uid"])
             node = nodes[node_name]
-            if not self.node_ready(node):
+            if self.kubelet_away(node_name):
                 continue
             self._run_pod(pod, node, now)
         for uid in list(self.pods):
             if uid not in live_uids:
                 del self.pods[uid]
         for name, node in nodes.items():
-            self._device_plugin(node, now)
+            if not self.kubelet_away(name):
+                self._device_plugin(node, now)
 
     def _read_file(self, pod, container, path):
         """A file in the container from a ConfigMap volume, or None."""
@@ -817,29 +1022,40 @@ class Controllers:
 
     def _step(self, pod, container, cstate, state, node, now, restart, init=False):
         if cstate["state"] == "waiting" and now >= cstate["next"]:
+            if cstate["reason"] == "CrashLoopBackOff":
+                cstate["backoff"].restart(cstate["exited"], now)
             self._start(pod, container, cstate, state, node, now, init)
-        elif cstate["state"] == "running" and cstate.get("ends_at") is not None and now >= cstate["ends_at"]:
+            return
+        if cstate["state"] == "running" and cstate.get("ends_at") is not None and now >= cstate["ends_at"]:
             self._terminate(cstate, cstate["result_rc"], "Completed" if cstate["result_rc"] == 0 else "Error", now)
             cstate["message"] = self._termination_message(container, cstate)
-        if cstate["state"] == "terminated" and not cstate.get("final"):
-            again = restart == "Always" or (restart == "OnFailure" and cstate["rc"] != 0)
-            if not again:
+            cstate["exited"] = now
+            if not (restart == "Always" or (restart == "OnFailure" and cstate["rc"] != 0)):
                 cstate["final"] = True
-                return
-            delay = min(self.timing["crashBackoff"] * (2 ** cstate["restarts"]), self.timing["crashBackoff"] * 8)
+            # The exit is reported first; a restart (or the back-off) comes with the next sync.
+            return
+        if cstate["state"] == "terminated" and not cstate.get("final"):
             cstate["last"] = {k: cstate[k] for k in ("rc", "reason", "started_at", "finished_at", "message")
                               if k in cstate}
-            cstate.update(state="waiting", reason="CrashLoopBackOff", next=now + delay)
-            cstate["restarts"] += 1
+            backoff = cstate.setdefault("backoff", CrashLoopBackOff(self.timing["crashBackoff"],
+                                                                    self.timing["crashBackoffMax"]))
+            delay = backoff.waiting(cstate["exited"], now)
+            if not delay:
+                backoff.restart(cstate["exited"], now)
+                self._start(pod, container, cstate, state, node, now, init)
+                return
+            cstate.update(state="waiting", reason="CrashLoopBackOff", delay=delay, next=cstate["exited"] + delay)
             self._event(pod, "BackOff", f"Back-off restarting failed container {container['name']} in pod "
                                         f"{pod['metadata']['name']}_{pod['metadata']['namespace']}"
                                         f"({pod['metadata']['uid']})", "Warning", host=node["metadata"]["name"])
 
     def _start(self, pod, container, cstate, state, node, now, init):
         if cstate.get("started_at"):
-            # A new instance of the container: its log starts empty, the last one becomes "previous".
+            # A new instance of the container: its log starts empty, the last one becomes "previous",
+            # and the restart count is the new instance's (the kubelet's restart-count label).
             cstate.setdefault("history", []).append(cstate["log"])
             cstate["log"] = ""
+            cstate["restarts"] += 1
         argv = programs.argv_of(container)
         kind = programs.daemon_kind(argv)
         devices, tools = self._visible(pod, container, state, node)
@@ -1054,9 +1270,9 @@ class Controllers:
         else:
             waiting = {"reason": cstate["reason"]}
             if cstate["reason"] == "CrashLoopBackOff":
-                # The kubelet's real back-off (10s doubling to 5m) as a Go duration, and the pod
-                # as format.Pod writes it: name_namespace(uid) (kuberuntime_manager.go).
-                delay = min(10 * 2 ** max(cstate["restarts"] - 1, 0), 300)
+                # The back-off being waited as a Go duration, and the pod as format.Pod writes it:
+                # name_namespace(uid) (kuberuntime_manager.go doBackOff).
+                delay = cstate["delay"]
                 meta = (pod or {}).get("metadata") or {}
                 waiting["message"] = (f"back-off {_go_duration(delay)} restarting failed container="
                                       f"{container['name']} pod={meta.get('name')}_{meta.get('namespace')}"
@@ -1088,15 +1304,14 @@ class Controllers:
     def _device_plugin(self, node, now):
         name = node["metadata"]["name"]
         running = None
-        if self.node_ready(node):
-            for state in self.pods.values():
-                if state.get("node") != name or state.get("released"):
-                    continue
-                for cstate in state["containers"].values():
-                    plugin = cstate.get("plugin")
-                    if cstate["state"] == "running" and plugin and plugin["socket_dir"] \
-                            and now - plugin["since"] >= self.timing["pluginRegister"]:
-                        running = plugin
+        for state in self.pods.values():
+            if state.get("node") != name or state.get("released"):
+                continue
+            for cstate in state["containers"].values():
+                plugin = cstate.get("plugin")
+                if cstate["state"] == "running" and plugin and plugin["socket_dir"] \
+                        and now - plugin["since"] >= self.timing["pluginRegister"]:
+                    running = plugin
         record = self.plugins.setdefault(name, {"registered": False, "capacity": {}, "healthy": {}})
         if running:
             healthy_uuids = {g["uuid"] for g in self._healthy_gpus(name)} | {
@@ -1154,10 +1369,72 @@ def _mounts_host_path(pod, container, path):
     return False
 
 
+def _epoch(stamp):
+    """Seconds since the epoch of an RFC 3339 timestamp as the store writes them."""
+    return calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ"))
+
+
 def _go_duration(seconds):
-    """time.Duration's String() for whole seconds: 10s, 1m20s, 5m0s."""
-    minutes, seconds = divmod(int(seconds), 60)
-    return f"{minutes}m{seconds}s" if minutes else f"{seconds}s"
+    """time.Duration's String(): 200ms, 1.6s, 10s, 1m20s, 5m0s, 1h0m0s."""
+    nanos = int(round(seconds * 1e9))
+    sign, nanos = ("-", -nanos) if nanos < 0 else ("", nanos)
+    if nanos == 0:
+        return "0s"
+    if nanos < 1000:
+        return f"{sign}{nanos}ns"
+    if nanos < 10 ** 6:
+        return f"{sign}{_decimal(nanos, 1000)}\u00b5s"
+    if nanos < 10 ** 9:
+        return f"{sign}{_decimal(nanos, 10 ** 6)}ms"
+    hours, rest = divmod(nanos, 3600 * 10 ** 9)
+    minutes, rest = divmod(rest, 60 * 10 ** 9)
+    text = f"{_decimal(rest, 10 ** 9)}s"
+    if hours:
+        return f"{sign}{hours}h{minutes}m{text}"
+    return f"{sign}{minutes}m{text}" if minutes else sign + text
+
+
+def _decimal(value, unit):
+    """value / unit with the fraction's trailing zeros dropped, as Go prints durations."""
+    whole, part = divmod(value, unit)
+    if not part:
+        return str(whole)
+    return f"{whole}." + str(part).rjust(len(str(unit)) - 1, "0").rstrip("0")
+
+
+class CrashLoopBackOff:
+    """The kubelet's restart back-off for one container: client-go's flowcontrol.Backoff as
+    pkg/kubelet/kubelet.go builds it (initial crashBackoff, at most crashBackoffMax, no jitter) and
+    kuberuntime_manager.go doBackOff uses it. A container that exited is restarted at once when
+    no back-off is recorded for it, or when its last restart lies more than twice the maximum
+    before this exit (it ran that long: the back-off starts over, the documented "10 minutes
+    without any problems"); otherwise it waits the current back-off, counted from its exit.
+    Each restart doubles the back-off up to the maximum: restarts at once, then after 10 s,
+    20 s, 40 s... 300 s with the real durations."""
+
+    def __init__(self, initial, maximum):
+        self.initial = initial
+        self.maximum = maximum
+        self.delay = None
+        self.updated = None
+
+    def _expired(self, exited):
+        return self.delay is None or exited - self.updated > 2 * self.maximum
+
+    def waiting(self, exited, now):
+        """The back-off an exit at `exited` waits, as the waiting message names it (Get), while
+        it lasts (IsInBackOffSince); 0 once the container is to restart."""
+        if self._expired(exited) or now - exited >= self.delay:
+            return 0
+        return self.delay
+
+    def restart(self, exited, now):
+        """A restart (Next): the back-off starts, starts over, or doubles."""
+        if self._expired(exited):
+            self.delay = self.initial
+        else:
+            self.delay = min(self.delay * 2, self.maximum)
+        self.updated = now
 
 
 def _internal_ip(node):

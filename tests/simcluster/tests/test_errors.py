@@ -160,3 +160,22 @@ def test_name_mismatch_and_kind_mismatch_are_bad_requests(simulator):
     assert err.value.status == 400
     body = json.loads(err.value.body)
     assert body["kind"] == "Status" and body["reason"] == "BadRequest"
+
+
+def test_a_pod_update_may_not_take_away_a_toleration(simulator):
+    """validateOnlyAddedTolerations: the tolerations DefaultTolerationSeconds admission added stay; a patch
+    that replaces the list without them is refused with 422, one that only changes tolerationSeconds is not."""
+    from sim_helpers import pod_manifest
+    simulator.core.create_namespaced_pod("default", pod_manifest("tolerant", ["sleep", "infinity"]))
+    made = simulator.core.read_namespaced_pod("tolerant", "default")
+    added = [t.to_dict() for t in made.spec.tolerations]
+    assert sorted(t["key"] for t in added) == ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]
+    with pytest.raises(ApiException) as err:
+        simulator.core.patch_namespaced_pod("tolerant", "default", {"spec": {"tolerations": []}})
+    assert err.value.status == 422
+    assert "existing toleration can not be modified except its tolerationSeconds" in status_of(err.value)["message"]
+    longer = [{"key": t["key"], "operator": t["operator"], "effect": t["effect"], "tolerationSeconds": 600}
+              for t in added]
+    simulator.core.patch_namespaced_pod("tolerant", "default", {"spec": {"tolerations": longer}})
+    assert sorted(t.toleration_seconds for t in simulator.core.read_namespaced_pod("tolerant", "default").spec.tolerations) \
+        == [600, 600]
