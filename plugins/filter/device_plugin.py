@@ -15,9 +15,11 @@ MIG profile as ``nvidia.com/mig-<profile>`` and the GPUs without MIG as
 
 from __future__ import annotations
 
+import os
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.inventory.manager import split_host_pattern
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -342,6 +344,10 @@ def device_plugin_check(nodes, hosts, configs, default_config="default"):
         row = {"host": entry.get("host"), "node": entry.get("node"), "config": None, "expected": {},
                "advertised": {}, "basis": "", "ok": False, "unhealthy": False, "message": ""}
         rows.append(row)
+        if entry.get("excluded"):
+            row["excluded"] = entry["excluded"]
+            row["message"] = "not checked: %s" % entry["excluded"]
+            continue
         node = by_name.get(entry.get("node"))
         if node is None:
             row["message"] = "no Node named %s in the cluster (set gpufleet_node_name for host %s)" % (
@@ -411,18 +417,104 @@ def _name_unhealthy(row, problems):
     row["message"] = "unhealthy (%s), not checked: %s" % (", ".join(problems), row["message"])
 
 
-def fleet_nodes(hosts, hostvars):
-    """Inventory hosts -> [{host, node, facts, resource}]: the Kubernetes node name is the host's
-    ``gpufleet_node_name`` (else its inventory name), facts its ``ansible_facts['nvidia']``
+# What a play that read a host's NVIDIA facts registers on it (site.yml's first play, the node
+# roles' own read): its facts are this run's, not a fact cache's.
+FACTS_RUN_MARKER_RE = re.compile(r"^__gpu(fleet|_[a-z_]+)_nvml_run$")
+
+
+def _has_run_marker(variables):
+    """Whether a read of this run gave the host its facts: a registered result that holds them (one
+    registered for a host that was unreachable, or whose read failed, holds none)."""
+    try:
+        names = [name for name in variables.keys() if FACTS_RUN_MARKER_RE.match(str(name))]
+    except (AttributeError, TypeError):
+        return False
+    for name in names:
+        result = variables.get(name)
+        if isinstance(result, dict) and isinstance((result.get("ansible_facts") or {}).get("nvidia"), dict):
+            return True
+    return False
+
+
+def _gathered_by_host(gathered):
+    """The results of a delegated nvml_facts loop, by host: (facts, why not)."""
+    by_host = {}
+    for result in gathered or []:
+        if not isinstance(result, dict) or not result.get("item"):
+            continue
+        facts = (result.get("ansible_facts") or {}).get("nvidia")
+        if result.get("unreachable"):
+            why = "unreachable (%s)" % (str(result.get("msg") or "no answer").strip().splitlines() or ["no answer"])[0]
+        elif result.get("skipped"):
+            why = "its NVIDIA facts were not read"
+        elif facts is None:
+            why = "its NVIDIA facts could not be read (%s)" % (str(result.get("msg") or "no message").strip())
+        else:
+            why = None
+        by_host[str(result["item"])] = (facts, why)
+    return by_host
+
+
+def fleet_nodes(hosts, hostvars, limit=None, gathered=None):
+    """Inventory hosts -> [{host, node, facts, resource, gather, excluded}]: the Kubernetes node name
+    is the host's ``gpufleet_node_name`` (else its inventory name), facts its ``ansible_facts['nvidia']``
     (None when not gathered), resource the MIG resource gpu_mig set for it (``gpu_mig_resource``,
-    None when its devices are advertised as nvidia.com/gpu)."""
+    None when its devices are advertised as nvidia.com/gpu).
+
+    ``limit``: the hosts inside ``--limit`` (None: no limit). A host outside it is ``excluded``
+    (the reason, a sentence) and must not be contacted. Facts are this run's when the host
+    carries a run marker (a registered ``__gpufleet_nvml_run`` or ``__gpu_<role>_nvml_run`` that
+    holds them: one registered for an unreachable host or a failed read does not count);
+    once any host of the list does, a host without one has only a fact cache's facts. A host
+    inside the limit without facts of this run is to be read (``gather``) unless ``gathered``
+    (the results of that read, a delegated nvml_facts loop) says how it went: read, or
+    ``excluded`` as unreachable or unreadable.
+    """
     rows = []
-    for host in hosts or []:
+    hosts = list(hosts or [])
+    inside = None if limit is None else set(str(host) for host in limit)
+    marked = {}
+    for host in hosts:
+        marked[host] = _has_run_marker(hostvars[host]) if host in hostvars else False
+    any_marked = any(marked.values())
+    results = _gathered_by_host(gathered)
+    for host in hosts:
         variables = hostvars[host] if host in hostvars else {}
         facts = (variables.get("ansible_facts") or {}).get("nvidia")
+        gather, excluded = False, None
+        if inside is not None and host not in inside:
+            facts, excluded = None, "outside --limit, not contacted"
+        elif host in results:
+            facts, excluded = results[host]
+        elif any_marked and not marked[host]:
+            facts, gather = None, True
+        elif facts is None:
+            gather = True
         rows.append({"host": host, "node": variables.get("gpufleet_node_name") or host, "facts": facts,
-                     "resource": variables.get("gpu_mig_resource") or None})
+                     "resource": variables.get("gpu_mig_resource") or None, "gather": gather,
+                     "excluded": excluded})
     return rows
+
+
+def limit_pattern(limit):
+    """``--limit`` as a host pattern the inventory_hostnames lookup resolves: its ``@file``
+    parts (a file of host names, one per line, as ``--limit @retry-file``) replaced by the
+    names they hold. None or empty: None (no limit)."""
+    if limit is None or limit == "":
+        return None
+    parts = []
+    # Split as ansible-core splits --limit: on commas, else on colons outside IPv6 addresses and ranges.
+    for part in split_host_pattern(str(limit)):
+        part = part.strip()
+        if part.startswith("@"):
+            try:
+                with open(os.path.expanduser(part[1:])) as handle:
+                    parts.extend(line.strip() for line in handle.read().split("\n") if line.strip())
+            except OSError as error:
+                raise AnsibleFilterError("limit_pattern: cannot read the --limit file %s: %s" % (part[1:], error))
+        elif part:
+            parts.append(part)
+    return ",".join(parts)
 
 
 # NVIDIA's k8s-device-plugin image holds four programs (deployments/container/Dockerfile):
@@ -535,22 +627,42 @@ def daemonset_status_words(status):
                                        "numberAvailable"))
 
 
+def _last_lines(text, lines=3, width=300):
+    """The end of a termination message (a log tail under FallbackToLogsOnError), on one line."""
+    kept = [line.strip() for line in str(text).strip().splitlines() if line.strip()][-lines:]
+    joined = " / ".join(kept)
+    return joined if len(joined) <= width else "..." + joined[-width:]
+
+
 def pods_not_ready(pods):
-    """Pods that are not Ready, each as 'name on node: phase, container states, conditions'."""
+    """Pods that are not Ready, or whose container ended in failure before (crash-looping pods are Ready
+    between two crashes), each as 'name on node: phase, container states, conditions'."""
     words = []
     for pod in pods or []:
         status = pod.get("status") or {}
         conditions = dict((c.get("type"), c) for c in status.get("conditions") or [])
-        if (conditions.get("Ready") or {}).get("status") == "True":
+        ready = (conditions.get("Ready") or {}).get("status") == "True"
+        containers = (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or [])
+        # A crash-looping container is Ready between two crashes: one that ended in failure counts too.
+        crashed = any(((c.get("lastState") or {}).get("terminated") or {}).get("exitCode") not in (None, 0)
+                      for c in containers)
+        if ready and not crashed:
             continue
-        parts = [status.get("phase") or "Unknown"]
-        for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        parts = [status.get("phase") or "Unknown"] + (["ready for now"] if ready else [])
+        for container in containers:
             state = container.get("state") or {}
             for kind in ("waiting", "terminated"):
                 detail = state.get(kind)
                 if detail:
                     parts.append("%s %s %s%s" % (container.get("name"), kind, detail.get("reason") or "",
                                                  (": " + detail["message"]) if detail.get("message") else ""))
+            # What ended the container's previous instance: why a crash-looping plugin crashes.
+            last = (container.get("lastState") or {}).get("terminated")
+            if last and not state.get("terminated"):
+                parts.append("%s last exit code %s (%s%s restarts)%s" % (
+                    container.get("name"), last.get("exitCode"),
+                    (last["reason"] + ", ") if last.get("reason") else "", container.get("restartCount") or 0,
+                    (": " + _last_lines(last["message"])) if last.get("message") else ""))
         scheduled = conditions.get("PodScheduled") or {}
         if scheduled.get("status") == "False":
             parts.append("unschedulable: %s" % (scheduled.get("message") or scheduled.get("reason")))
@@ -570,6 +682,7 @@ class FilterModule(object):
             "device_plugin_needs_sys_admin": device_plugin_needs_sys_admin,
             "device_plugin_check": device_plugin_check,
             "fleet_nodes": fleet_nodes,
+            "limit_pattern": limit_pattern,
             "drain_leftovers": drain_leftovers,
             "device_plugin_others": device_plugin_others,
             "daemonset_rolled_out": daemonset_rolled_out,

@@ -397,13 +397,15 @@ def cluster_results(previous, device_plugin=None, smoke_test=None, time=None):
     replaced). ``device_plugin``: gpu_device_plugin_report rows; ``smoke_test``:
     gpu_smoke_test_report rows; ``time``: when they were taken (ISO 8601, UTC).
     Per host, each part keeps its last row with its time; a smoke row without a
-    verdict (``not run``: check mode, a stage that never ran) changes nothing.
+    verdict (``not run``: check mode, a stage that never ran) changes nothing, nor
+    does a row of a host the run left out (``excluded``: outside --limit, unreachable).
     """
     hosts, dummy = _results_hosts(previous)
     hosts = copy.deepcopy(hosts)
-    updates = [("device_plugin", row) for row in _rows_of(device_plugin, "device_plugin")]
+    # A host this run left out (outside --limit, unreachable) keeps its earlier rows.
+    updates = [("device_plugin", row) for row in _rows_of(device_plugin, "device_plugin") if not row.get("excluded")]
     updates += [("smoke_test", row) for row in _rows_of(smoke_test, "smoke_test")
-                if row.get("ok") is not None or row.get("tested") is False]
+                if (row.get("ok") is not None or row.get("tested") is False) and row.get("why") != "excluded"]
     if updates and not (isinstance(time, str) and time):
         raise AnsibleFilterError("cluster_results: give the time of the rows (ISO 8601, UTC), got %r" % (time,))
     for part, row in updates:

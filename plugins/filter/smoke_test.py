@@ -381,7 +381,8 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     of ``resource`` are taken off the node's allocatable (pods labelled with
     ``own_labels`` are the role's own leftovers, deleted before its pods are
     created, and do not count). A node with nothing free gets no pod: it is
-    not tested (``why`` busy), which is not a failure. A node whose facts say
+    not tested (``why`` busy), which is not a failure; nor is a host fleet_nodes
+    excluded (outside ``--limit``, unreachable: ``why`` excluded). A node whose facts say
     health unhealthy (``ansible_facts['nvidia']['health']``) while its driver
     works is not tested either (``why`` unhealthy) with ``skip_unhealthy``;
     without, it is tested like any other, on the GPUs the driver still reads
@@ -396,6 +397,12 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     plan, not_tested, problems = [], [], []
     for entry in fleet or []:
         node_name, facts = entry.get("node"), entry.get("facts") or {}
+        if entry.get("excluded"):
+            # Outside --limit, or its facts could not be read in this run: named, never contacted.
+            not_tested.append({
+                "host": entry.get("host"), "node": node_name, "facts": {}, "allocatable": None,
+                "requested": None, "holders": [], "why": "excluded", "reason": "not tested: %s" % entry["excluded"]})
+            continue
         # A node whose MIG layout (gpu_mig) advertises MIG devices under their own names is asked for one of those.
         node_resource = entry.get("resource") or resource
         if node_resource not in holders_by_resource:
@@ -480,21 +487,26 @@ def _tail(text, lines=10):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi", marker=None):
+def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi", marker=None, nodes_not_ready=None):
     """One stage's verdict per planned node.
 
     ``plan``: the stage's entries (filter smoke_plan); ``pods``: the Pod
     objects read back; ``logs`` / ``events``: pod name -> log text / Event
-    objects, read for the pods that need them. Returns [{host, node, pod, ok,
-    reason, phase, state, devices, events, log_tail}].
+    objects, read for the pods that need them; ``nodes_not_ready``: node name
+    -> its Ready condition in words, for the nodes that stopped being Ready
+    while their pod had not finished (module pods_wait). Returns [{host, node,
+    pod, ok, reason, phase, state, devices, events, log_tail}].
     """
     by_name = dict((((pod or {}).get("metadata") or {}).get("name"), pod) for pod in pods or [])
-    logs, events = logs or {}, events or {}
+    logs, events, nodes_not_ready = logs or {}, events or {}, nodes_not_ready or {}
     rows = []
     for entry in plan or []:
         name = entry["pods"][stage]
         verdict = smoke_verdict(by_name.get(name), entry.get("facts"), entry.get("expected_devices"),
                                 log=logs.get(name), marker=marker)
+        if not verdict["ok"] and entry.get("node") in nodes_not_ready and verdict["phase"] not in ("Succeeded", "Failed"):
+            verdict["reason"] = "node %s is not Ready: %s; %s" % (
+                entry.get("node"), nodes_not_ready[entry["node"]], verdict["reason"])
         row = {"host": entry.get("host"), "node": entry.get("node"), "pod": name, "stage": stage,
                "ok": verdict["ok"], "reason": verdict["reason"], "phase": verdict["phase"],
                "state": verdict["state"], "devices": verdict["devices"],
@@ -514,10 +526,15 @@ def smoke_add_events(verdicts, events):
     return rows
 
 
-def pods_needing_logs(pods):
-    """Names of the pods whose output is not in a termination message: failed, unfinished, or silent."""
+def pods_needing_logs(pods, nodes_not_ready=None):
+    """Names of the pods whose output is not in a termination message: failed, unfinished, or silent;
+    not those that never were bound to a node (no log), nor those bound to a node that is not Ready
+    (``nodes_not_ready``), whose kubelet cannot serve a log."""
     names = []
     for pod in pods or []:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or node in (nodes_not_ready or {}):
+            continue
         phase = (pod.get("status") or {}).get("phase")
         terminated = _container_state(pod).get("terminated") or {}
         message = terminated.get("message") or ""
@@ -542,7 +559,7 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     ``results``: stage -> rows of smoke_stage_verdicts. A node a stage did
     not run on (it failed an earlier stage) keeps the earlier verdict. The
     nodes of ``not_tested`` (smoke_plan's) follow, with ``ok`` null (neither
-    passed nor failed), ``tested`` false, ``why`` (busy or unhealthy) and their
+    passed nor failed), ``tested`` false, ``why`` (busy, unhealthy or excluded) and their
     reason as the verdict.
     """
     rows = []

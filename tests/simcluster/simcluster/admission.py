@@ -406,6 +406,7 @@ def _pod_update_causes(old, new):
         for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds", "nodeName"):
             spec.pop(key, None)
         return spec
+
     # validateOnlyAddedTolerations: every toleration the pod has must stay, only its tolerationSeconds
     # may change (among them those admission added, DefaultTolerationSeconds's NoExecute ones).
     def without_seconds(toleration):

@@ -197,8 +197,75 @@ def test_fleet_nodes_map_hosts_to_node_names_and_facts():
     hostvars = {"a.example": {"gpufleet_node_name": "a", "ansible_facts": {"nvidia": H100}},
                 "b.example": {"ansible_facts": {}, "gpu_mig_resource": "nvidia.com/mig-1g.10gb"}}
     assert dp.fleet_nodes(["a.example", "b.example"], hostvars) == [
-        {"host": "a.example", "node": "a", "facts": H100, "resource": None},
-        {"host": "b.example", "node": "b.example", "facts": None, "resource": "nvidia.com/mig-1g.10gb"}]
+        {"host": "a.example", "node": "a", "facts": H100, "resource": None, "gather": False, "excluded": None},
+        {"host": "b.example", "node": "b.example", "facts": None, "resource": "nvidia.com/mig-1g.10gb",
+         "gather": True, "excluded": None}]
+
+
+def test_fleet_nodes_leave_out_the_hosts_outside_the_limit_whatever_their_facts():
+    hostvars = {"a": {"ansible_facts": {"nvidia": H100}}, "b": {"ansible_facts": {"nvidia": H100}}, "c": {}}
+    rows = dp.fleet_nodes(["a", "b", "c"], hostvars, limit=["a", "kube-cp"])
+    assert [(row["host"], row["facts"] is not None, row["gather"], row["excluded"]) for row in rows] == [
+        ("a", True, False, None),
+        ("b", False, False, "outside --limit, not contacted"),
+        ("c", False, False, "outside --limit, not contacted")]
+
+
+def test_fleet_nodes_take_cached_facts_for_stale_once_a_host_carries_this_runs_marker():
+    # site.yml's first play registered __gpufleet_nvml_run on every host it ran on. a's read gave its
+    # facts; b was unreachable and c's read failed, which register a result too, without facts; d
+    # was outside that play. Their facts come from a fact cache: read again rather than believed.
+    read = {"changed": False, "ansible_facts": {"nvidia": H100}}
+    hostvars = {"a": {"ansible_facts": {"nvidia": H100}, "__gpufleet_nvml_run": read},
+                "b": {"ansible_facts": {"nvidia": H100},
+                      "__gpufleet_nvml_run": {"unreachable": True, "msg": "Failed to connect", "changed": False}},
+                "c": {"ansible_facts": {"nvidia": H100}, "__gpufleet_nvml_run": {"failed": True, "msg": "boom"}},
+                "d": {"ansible_facts": {"nvidia": H100}},
+                # A role's own read, skipped because site.yml's play read them first.
+                "e": {"ansible_facts": {"nvidia": H100}, "__gpufleet_nvml_run": read,
+                      "__gpu_kubelet_nvml_run": {"skipped": True}}}
+    rows = dp.fleet_nodes(["a", "b", "c", "d", "e"], hostvars)
+    assert [(row["host"], row["facts"] is not None, row["gather"]) for row in rows] == [
+        ("a", True, False), ("b", False, True), ("c", False, True), ("d", False, True), ("e", True, False)]
+
+
+def test_fleet_nodes_name_the_hosts_that_could_not_be_read():
+    hostvars = {"a": {"ansible_facts": {"nvidia": H100}}, "b": {}, "c": {}, "d": {}}
+    gathered = [
+        {"item": "a", "ansible_facts": {"nvidia": H100}, "changed": False},
+        {"item": "b", "unreachable": True, "msg": "Failed to connect to the host via ssh: timed out\nmore"},
+        {"item": "c", "failed": False, "msg": "MODULE FAILURE: python3 not found"},
+        {"item": "d", "skipped": True}]
+    rows = dp.fleet_nodes(["a", "b", "c", "d"], hostvars, gathered=gathered)
+    assert [(row["host"], row["facts"] is not None, row["gather"], row["excluded"]) for row in rows] == [
+        ("a", True, False, None),
+        ("b", False, False, "unreachable (Failed to connect to the host via ssh: timed out)"),
+        ("c", False, False, "its NVIDIA facts could not be read (MODULE FAILURE: python3 not found)"),
+        ("d", False, False, "its NVIDIA facts were not read")]
+
+
+def test_device_plugin_check_names_an_excluded_host_without_judging_it():
+    rows = dp.device_plugin_check([], [{"host": "b", "node": "b", "facts": None, "excluded": "outside --limit, not contacted"}],
+                                  {"default": {}})
+    assert rows[0]["ok"] is False and rows[0]["excluded"] == "outside --limit, not contacted"
+    assert rows[0]["message"] == "not checked: outside --limit, not contacted"
+
+
+@pytest.mark.parametrize("limit, pattern", [
+    (None, None), ("", None), ("kube_control_plane,gpu-a", "kube_control_plane,gpu-a"),
+    ("gpu_nodes:!gpu-b", "gpu_nodes,!gpu-b"), ("~gpu-[ab]", "~gpu-[ab]"), ("gpu_nodes[0:1]", "gpu_nodes[0:1]")])
+def test_limit_pattern_keeps_host_patterns(limit, pattern):
+    assert dp.limit_pattern(limit) == pattern
+
+
+def test_limit_pattern_reads_a_retry_file(tmp_path):
+    retry = tmp_path / "site.retry"
+    retry.write_text("gpu-a\n\ngpu-c\n")
+    assert dp.limit_pattern("kube_control_plane,@%s" % retry) == "kube_control_plane,gpu-a,gpu-c"
+    # Without a comma ansible-core splits on colons: --limit @site.retry:kube_control_plane.
+    assert dp.limit_pattern("@%s:kube_control_plane" % retry) == "gpu-a,gpu-c,kube_control_plane"
+    with pytest.raises(AnsibleFilterError, match="cannot read the --limit file .*missing.retry"):
+        dp.limit_pattern("@%s" % (tmp_path / "missing.retry"))
 
 
 # ---- rollout --------------------------------------------------------------------
@@ -240,6 +307,41 @@ def test_status_words_and_pods_not_ready():
         "crash on n2: Running, nvidia-device-plugin waiting CrashLoopBackOff: back-off 5m0s",
         "pending on no node: Pending, unschedulable: 0/2 nodes are available",
     ]
+
+
+def test_pods_not_ready_say_why_a_crash_looping_plugin_crashed():
+    log = ("I Starting FS watcher.\nI Loading configuration.\n"
+           "E failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND\n"
+           "E If this is a GPU node, did you configure the NVIDIA Container Toolkit?\n")
+    pods = [{"metadata": {"name": "crash"}, "spec": {"nodeName": "n2"},
+             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                        "containerStatuses": [{
+                            "name": "nvidia-device-plugin", "restartCount": 4,
+                            "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 1m20s"}},
+                            "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "message": log}}}]}},
+            {"metadata": {"name": "oom"}, "spec": {"nodeName": "n3"},
+             "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}],
+                        "containerStatuses": [{
+                            "name": "nvidia-device-plugin", "restartCount": 1, "state": {"running": {}},
+                            "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}]}}]
+    assert dp.pods_not_ready(pods) == [
+        "crash on n2: Running, nvidia-device-plugin waiting CrashLoopBackOff: back-off 1m20s, nvidia-device-plugin "
+        "last exit code 1 (Error, 4 restarts): I Loading configuration. / E failed to initialize NVML: "
+        "ERROR_LIBRARY_NOT_FOUND / E If this is a GPU node, did you configure the NVIDIA Container Toolkit?",
+        "oom on n3: Running, nvidia-device-plugin last exit code 137 (OOMKilled, 1 restarts)",
+    ]
+    # Between two crashes the container runs and the pod is Ready; it is named all the same. A pod
+    # whose container once ended cleanly (exit 0) and is Ready is not.
+    between = copy.deepcopy(pods[0])
+    between["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    between["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-11-27T12:00:00Z"}}
+    clean = copy.deepcopy(between)
+    clean["metadata"]["name"] = "clean"
+    clean["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] = 0
+    assert dp.pods_not_ready([between, clean]) == [
+        "crash on n2: Running, ready for now, nvidia-device-plugin last exit code 1 (Error, 4 restarts): "
+        "I Loading configuration. / E failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND / E If this is a GPU node, "
+        "did you configure the NVIDIA Container Toolkit?"]
 
 
 def test_extra_vars_strings_count_as_what_they_spell():

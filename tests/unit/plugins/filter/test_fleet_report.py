@@ -505,6 +505,17 @@ def test_rows_without_a_verdict_change_nothing():
     assert (kept["tested"], kept["ok"], kept["time"]) == (False, None, LATER)
 
 
+def test_rows_of_hosts_the_run_left_out_change_nothing():
+    first = fr.cluster_results(None, device_plugin_rows(), smoke_rows(), time=TIME)
+    # --limit kube_control_plane,gpu-b.example: gpu-a is named as left out, its earlier rows stay.
+    out_dp = [{"host": "gpu-a.example", "node": "gpu-a", "ok": False, "excluded": "outside --limit, not contacted",
+               "message": "not checked: outside --limit, not contacted"}]
+    out_smoke = [{"host": "gpu-a.example", "node": "gpu-a", "ok": None, "tested": False, "why": "excluded",
+                  "verdict": "not tested: outside --limit, not contacted", "detail": []}]
+    later = fr.cluster_results(first, device_plugin=out_dp, smoke_test=out_smoke, time=LATER)
+    assert later["hosts"]["gpu-a.example"] == first["hosts"]["gpu-a.example"]
+
+
 @pytest.mark.parametrize("previous", ["{not json", "[]", json.dumps({"hosts": []}), json.dumps({"format": 2, "hosts": {}})])
 def test_a_file_that_is_not_ours_is_replaced(previous):
     results = fr.cluster_results(previous, device_plugin_rows(), time=TIME)

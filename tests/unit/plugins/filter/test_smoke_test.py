@@ -38,7 +38,8 @@ def pod(phase, message=None, state=None, conditions=None, name="gpufleet-smoke-n
     if conditions:
         body["conditions"] = conditions
     body.update(status)
-    return {"metadata": {"name": name}, "status": body}
+    # A pod that ran was bound to its node.
+    return {"metadata": {"name": name}, "spec": {"nodeName": "node-" + name.rsplit("-", 1)[-1]}, "status": body}
 
 
 # ---- nvidia-smi -L ----------------------------------------------------------
@@ -420,6 +421,19 @@ def test_a_node_not_tested_is_in_the_rows_and_the_summary_without_failing():
     assert text[2].split()[0] == "node-b" and text[2].endswith("(ml/train-1, ml/infer-0)")
 
 
+def test_hosts_left_out_of_the_run_are_named_and_never_planned():
+    out = [{"host": "lost", "node": "node-a", "facts": None, "excluded": "outside --limit, not contacted"},
+           {"host": "b", "node": "node-b", "facts": None, "excluded": "unreachable (timed out)"}]
+    answer = st.smoke_plan(out + fleet()[:0], NODES, "nvidia.com/gpu", "one")
+    # Not a problem that stops the test ("NVIDIA state not gathered"), not a pod.
+    assert answer["plan"] == [] and answer["problems"] == []
+    assert [(b["node"], b["why"], b["reason"]) for b in answer["not_tested"]] == [
+        ("node-a", "excluded", "not tested: outside --limit, not contacted"),
+        ("node-b", "excluded", "not tested: unreachable (timed out)")]
+    rows = st.smoke_rows([], {}, ["nvidia-smi"], not_tested=answer["not_tested"])
+    assert [(r["ok"], r["tested"], r["why"]) for r in rows] == [(None, False, "excluded")] * 2
+
+
 def test_every_node_busy_plans_no_pod():
     pods = [workload("ml", "big-%s" % name, name, [("4", "4")]) for name in ("node-a", "node-b")]
     answer = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "all", pods=pods)
@@ -540,3 +554,24 @@ def test_role_fails_on_unhealthy_nodes_only_when_every_node_must_be_tested():
     rows = st.smoke_rows([], {}, not_tested=answer["not_tested"])
     assert role_fails_on(rows, True) == []
     assert role_fails_on(rows, False) == ["node-a", "node-b"]
+
+
+# ---- a node that stops being Ready while its pod runs -------------------------------------
+
+def test_a_pod_on_a_node_that_stopped_being_ready_is_judged_by_that_node():
+    plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one")["plan"]
+    seen = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: %s)" % H100["gpus"][0]["uuid"]
+    waiting = {"waiting": {"reason": "ContainerCreating"}}
+    pods = [pod("Succeeded", seen, name=plan[0]["pods"]["nvidia-smi"]),
+            dict(pod("Pending", state=waiting, name=plan[1]["pods"]["nvidia-smi"]), spec={"nodeName": "node-b"})]
+    down = {"node-b": "Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)"}
+    verdicts = st.smoke_stage_verdicts(plan, pods, nodes_not_ready=down)
+    assert verdicts[0]["ok"] is True
+    assert verdicts[1]["ok"] is False
+    assert verdicts[1]["reason"].startswith(
+        "node node-b is not Ready: Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.); "
+        "the pod did not finish: phase Pending")
+    # Its kubelet cannot serve a log: not read; nor is a pod that was never bound.
+    assert st.pods_needing_logs(pods, down) == []
+    assert st.pods_needing_logs(pods) == [plan[1]["pods"]["nvidia-smi"]]
+    assert st.pods_needing_logs([dict(pods[1], spec={})]) == []

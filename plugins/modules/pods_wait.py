@@ -1,0 +1,345 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: pods_wait
+version_added: 0.1.0
+short_description: Wait for pods to finish, or for their nodes to stop being Ready
+description:
+  - Reads the pods of a namespace that carry the given labels, again and again, until every one of them has
+    finished (phase C(Succeeded) or C(Failed)), or until every one that has not runs on a node whose C(Ready)
+    condition is not C(True), or until O(timeout) seconds have passed.
+  - A node that stops being Ready (its kubelet stopped posting status, it lost its network, it rebooted) will not
+    finish its pods within any wait; waiting stops for them at once and the node is named with its condition,
+    instead of a whole timeout spent on a pod that stays C(Pending). A pod's node is C(spec.nodeName), or while the
+    pod is not bound yet, the one node its required node affinity pins it to (C(metadata.name) or
+    C(kubernetes.io/hostname) C(In) one value).
+  - Each look is one list of the pods and, while some have not finished, one list of the Nodes, whatever the
+    number of pods; a node counts as not Ready once it was seen so for O(grace) seconds. An answer the API gives
+    under load (HTTP 429, 5xx) or no answer is met by looking again at the next turn.
+  - Changes nothing.
+author:
+  - gpufleet.nvidia contributors (@gpufleet)
+options:
+  kubeconfig:
+    description:
+      - Path of the kubeconfig, else C(K8S_AUTH_KUBECONFIG).
+      - The connection is found as M(kubernetes.core.k8s_info) finds it from the same settings - O(host) with
+        O(api_key) alone; else the kubeconfig or O(context) when one is given; else the in-cluster configuration,
+        then the C(kubernetes) library's default kubeconfig (C(KUBECONFIG), C(~/.kube/config)). O(host),
+        O(api_key), O(validate_certs) and O(ca_cert) then override what was loaded.
+    type: path
+  context:
+    description: Context in the kubeconfig, else C(K8S_AUTH_CONTEXT); empty uses its current context.
+    type: str
+  host:
+    description: URL of the API server, else C(K8S_AUTH_HOST).
+    type: str
+  api_key:
+    description: Bearer token, else C(K8S_AUTH_API_KEY).
+    type: str
+  validate_certs:
+    description: Whether to verify the API server's certificate, else C(K8S_AUTH_VERIFY_SSL).
+    type: bool
+    aliases: [verify_ssl]
+  ca_cert:
+    description: Path of the CA certificate that signed the API server's, else C(K8S_AUTH_SSL_CA_CERT).
+    type: path
+    aliases: [ssl_ca_cert]
+  request_timeout:
+    description: Seconds one request may take before the look counts as unanswered.
+    type: int
+    default: 30
+  grace:
+    description:
+      - Seconds a node must be seen not Ready, look after look, before waiting stops for its pods. A kubelet
+        reports C(Ready=False) for a moment when it or the container runtime restarts; C(Ready=Unknown) comes only
+        after the node lifecycle controller's grace period (C(--node-monitor-grace-period)).
+    type: int
+    default: 20
+  namespace:
+    description: Namespace of the pods.
+    type: str
+    required: true
+  label_selectors:
+    description: Label selectors the pods must all match (C(key=value), C(key!=value), C(key), C(!key)).
+    type: list
+    elements: str
+    default: []
+  count:
+    description: How many pods are expected; waiting goes on while fewer are found.
+    type: int
+    default: 1
+  timeout:
+    description: Seconds to wait at most.
+    type: int
+    default: 300
+  sleep:
+    description: Seconds between two looks.
+    type: float
+    default: 2.0
+attributes:
+  check_mode:
+    description: Can run in check mode.
+    support: full
+    details: The module only reads.
+  diff_mode:
+    description: Would show a diff of what changed.
+    support: none
+    details: The module never changes anything.
+  idempotent:
+    description: A second run with the same arguments reports no change.
+    support: full
+    details: The module never reports a change.
+  platform:
+    description: Targets the module runs on.
+    support: full
+    platforms: posix
+requirements:
+  - kubernetes (the Python client) on the host the module runs on
+"""
+
+EXAMPLES = r"""
+- name: Wait for the smoke-test pods
+  gpufleet.nvidia.pods_wait:
+    namespace: gpufleet-smoke-test
+    label_selectors:
+      - gpufleet.nvidia/run=20261127-1
+    count: 3
+    timeout: 300
+  register: waited
+"""
+
+RETURN = r"""
+resources:
+  description: The pods as last read (the same shape as kubernetes.core.k8s_info's C(resources)).
+  returned: always
+  type: list
+  elements: dict
+nodes_not_ready:
+  description:
+    - Each node of a pod that has not finished whose C(Ready) condition is not C(True), with that condition
+      (status, reason and message), or C(no Node named ...) when the node does not exist.
+  returned: always
+  type: dict
+  sample: {gpu-b: "Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)"}
+finished:
+  description: Whether every expected pod has finished.
+  returned: always
+  type: bool
+timed_out:
+  description: Whether O(timeout) passed while a pod on a Ready node had not finished.
+  returned: always
+  type: bool
+waited:
+  description: Seconds spent waiting.
+  returned: always
+  type: float
+looks:
+  description: How many times the pods were read.
+  returned: always
+  type: int
+api_errors:
+  description: The last answers of the API that made a look fail (HTTP code and reason), when there were some.
+  returned: always
+  type: list
+  elements: str
+"""
+
+import os
+import time
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+try:
+    import kubernetes
+    import urllib3
+    from kubernetes.client.rest import ApiException
+    HAS_KUBERNETES = True
+    KUBERNETES_IMPORT_ERROR = None
+except ImportError:
+    HAS_KUBERNETES = False
+    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
+
+    class ApiException(Exception):
+        status = None
+        reason = None
+
+FINISHED = ("Succeeded", "Failed")
+RETRYABLE = (429, 500, 502, 503, 504)
+
+
+ENV = {"kubeconfig": "K8S_AUTH_KUBECONFIG", "context": "K8S_AUTH_CONTEXT", "host": "K8S_AUTH_HOST",
+       "api_key": "K8S_AUTH_API_KEY", "validate_certs": "K8S_AUTH_VERIFY_SSL", "ca_cert": "K8S_AUTH_SSL_CA_CERT"}
+
+
+def auth_settings(params, environ):
+    """The connection settings: each parameter, else its K8S_AUTH_* variable (as kubernetes.core reads them)."""
+    auth = {}
+    for name, variable in ENV.items():
+        value = params.get(name)
+        if value is None and environ.get(variable) not in (None, ""):
+            value = environ[variable]
+            if name == "validate_certs":
+                value = value.lower() not in ("0", "false", "no")
+        if value is not None:
+            auth[name] = value
+    return auth
+
+
+def _client(auth):
+    """An ApiClient found in kubernetes.core's order (see the kubeconfig option)."""
+    if not (auth.get("host") and auth.get("api_key")):
+        if auth.get("kubeconfig") or auth.get("context"):
+            kubernetes.config.load_kube_config(config_file=auth.get("kubeconfig"), context=auth.get("context"))
+        else:
+            try:
+                kubernetes.config.load_incluster_config()
+            except kubernetes.config.ConfigException:
+                kubernetes.config.load_kube_config()
+    try:
+        configuration = kubernetes.client.Configuration.get_default_copy()
+    except AttributeError:
+        configuration = kubernetes.client.Configuration()
+    if auth.get("host"):
+        configuration.host = auth["host"].rstrip("/")
+    if auth.get("api_key"):
+        configuration.api_key = {"authorization": "Bearer %s" % auth["api_key"]}
+    if "validate_certs" in auth:
+        configuration.verify_ssl = bool(auth["validate_certs"])
+    if auth.get("ca_cert"):
+        configuration.ssl_ca_cert = auth["ca_cert"]
+    return kubernetes.client.ApiClient(configuration)
+
+
+def node_of(pod):
+    """The node a pod runs on or, while it is not bound, the one node its required node affinity pins it to."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    pinned = set()
+    for term in required.get("nodeSelectorTerms") or []:
+        for requirement in (term.get("matchFields") or []) + (term.get("matchExpressions") or []):
+            if requirement.get("key") in ("metadata.name", "kubernetes.io/hostname") \
+                    and requirement.get("operator") == "In" and len(requirement.get("values") or []) == 1:
+                pinned.add(requirement["values"][0])
+    return pinned.pop() if len(pinned) == 1 else None
+
+
+def not_ready(node):
+    """None for a Ready node, else its Ready condition in words."""
+    for condition in (node.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Ready":
+            if condition.get("status") == "True":
+                return None
+            return "Ready=%s (%s%s)" % (condition.get("status"), condition.get("reason") or "no reason",
+                                        (": " + condition["message"]) if condition.get("message") else "")
+    return "no Ready condition"
+
+
+def judge(pods, nodes, count, settled=None):
+    """One look: (done, finished, nodes_not_ready). ``nodes``: Node objects, None when not read.
+    ``settled``: a test of a node name and its condition in words, true once it has been seen not
+    Ready long enough (default: at once)."""
+    unfinished = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in FINISHED]
+    finished = len(pods) >= count and not unfinished
+    if finished or nodes is None:
+        return finished, finished, {}
+    by_name = dict(((node.get("metadata") or {}).get("name"), node) for node in nodes)
+    down = {}
+    stuck = 0
+    for pod in unfinished:
+        name = node_of(pod)
+        if name is None:
+            continue
+        why = not_ready(by_name[name]) if name in by_name else "no Node named %s" % name
+        if why and (settled is None or settled(name, why)):
+            down[name] = why
+            stuck += 1
+    return len(pods) >= count and stuck == len(unfinished), False, down
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            kubeconfig=dict(type="path"),
+            context=dict(type="str"),
+            host=dict(type="str"),
+            api_key=dict(type="str", no_log=True),
+            validate_certs=dict(type="bool", aliases=["verify_ssl"]),
+            ca_cert=dict(type="path", aliases=["ssl_ca_cert"]),
+            request_timeout=dict(type="int", default=30),
+            grace=dict(type="int", default=20),
+            namespace=dict(type="str", required=True),
+            label_selectors=dict(type="list", elements="str", default=[]),
+            count=dict(type="int", default=1),
+            timeout=dict(type="int", default=300),
+            sleep=dict(type="float", default=2.0),
+        ),
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
+    params = module.params
+    if params["timeout"] < 0 or params["sleep"] <= 0 or params["count"] < 0 or params["grace"] < 0 \
+            or params["request_timeout"] <= 0:
+        module.fail_json(msg="pods_wait: timeout, count and grace must be 0 or more, sleep and request_timeout above "
+                             "0; got timeout=%s sleep=%s count=%s grace=%s request_timeout=%s" % (
+                                 params["timeout"], params["sleep"], params["count"], params["grace"],
+                                 params["request_timeout"]))
+    try:
+        api_client = _client(auth_settings(params, os.environ))
+    except Exception as error:  # pylint: disable=broad-except
+        module.fail_json(msg="pods_wait: could not configure the Kubernetes client: %s" % error)
+    core = kubernetes.client.CoreV1Api(api_client)
+    selector = ",".join(params["label_selectors"])
+    start = time.monotonic()
+    deadline = start + params["timeout"]
+    pods, down, looks, errors = [], {}, 0, []
+    finished = done = False
+    first_seen = {}
+
+    def settled(name, _why):
+        """Seen not Ready for the grace period, with no Ready look between."""
+        first = first_seen.setdefault(name, time.monotonic())
+        return time.monotonic() - first >= params["grace"]
+
+    while True:
+        looks += 1
+        try:
+            answer = core.list_namespaced_pod(params["namespace"], label_selector=selector,
+                                              _request_timeout=params["request_timeout"])
+            pods = api_client.sanitize_for_serialization(answer.items)
+            nodes = None
+            if any((pod.get("status") or {}).get("phase") not in FINISHED for pod in pods):
+                nodes = api_client.sanitize_for_serialization(
+                    core.list_node(_request_timeout=params["request_timeout"]).items)
+                ready = set(((node.get("metadata") or {}).get("name") for node in nodes if not not_ready(node)))
+                for name in list(first_seen):
+                    if name in ready:
+                        del first_seen[name]
+            done, finished, down = judge(pods, nodes, params["count"], settled)
+        except ApiException as error:
+            if error.status not in RETRYABLE:
+                module.fail_json(msg="pods_wait: the API refused to list the pods or Nodes: HTTP %s %s: %s" % (
+                    error.status, error.reason, (error.body or "").strip()[:500]), looks=looks)
+            errors = (errors + ["HTTP %s %s" % (error.status, error.reason)])[-5:]
+        except (OSError, urllib3.exceptions.HTTPError) as error:
+            errors = (errors + [str(error)[:200]])[-5:]
+        if done or time.monotonic() >= deadline:
+            break
+        time.sleep(min(params["sleep"], max(deadline - time.monotonic(), 0)))
+    module.exit_json(changed=False, resources=pods, nodes_not_ready=down, finished=finished,
+                     timed_out=not done, waited=round(time.monotonic() - start, 1), looks=looks, api_errors=errors)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""pods_wait: when waiting stops. The Node and Pod shapes are those of the v1 API (conditions as the
+node lifecycle controller sets them when a kubelet stops posting status); the module's loop runs
+against the simulated cluster in molecule gpu_cluster (faults.yml)."""
+
+from __future__ import annotations
+
+from ansible_collections.gpufleet.nvidia.plugins.modules import pods_wait as pw
+
+
+def node(name, status="True", reason="KubeletReady", message="kubelet is posting ready status"):
+    return {"metadata": {"name": name},
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                                      {"type": "Ready", "status": status, "reason": reason, "message": message}]}}
+
+
+GONE = node("gpu-b", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+
+
+def pod(name, phase, node_name=None, meant_for=None, key="metadata.name"):
+    spec = {"nodeName": node_name} if node_name else {}
+    if meant_for:
+        requirement = {"key": key, "operator": "In", "values": [meant_for]}
+        spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [requirement]} if key == "metadata.name" else {"matchExpressions": [requirement]}]}}}
+    return {"metadata": {"name": name}, "spec": spec, "status": {"phase": phase}}
+
+
+def test_all_finished_ends_the_wait_without_reading_nodes():
+    pods = [pod("a", "Succeeded", "gpu-a"), pod("b", "Failed", "gpu-b")]
+    assert pw.judge(pods, None, 2) == (True, True, {})
+
+
+def test_fewer_pods_than_expected_keep_it_waiting():
+    assert pw.judge([pod("a", "Succeeded", "gpu-a")], [node("gpu-a")], 2) == (False, False, {})
+
+
+def test_a_pod_on_a_ready_node_keeps_it_waiting():
+    pods = [pod("a", "Running", "gpu-a"), pod("b", "Pending", "gpu-b")]
+    assert pw.judge(pods, [node("gpu-a"), GONE], 2) == (
+        False, False, {"gpu-b": "Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)"})
+
+
+def test_only_pods_on_nodes_that_are_not_ready_left_ends_the_wait():
+    pods = [pod("a", "Succeeded", "gpu-a"), pod("b", "Pending", None, meant_for="gpu-b"),
+            pod("c", "Pending", "gpu-c")]
+    runtime_down = node("gpu-c", "False", "KubeletNotReady", "container runtime is down")
+    done, finished, down = pw.judge(pods, [node("gpu-a"), GONE, runtime_down], 3)
+    assert (done, finished) == (True, False)
+    assert down == {"gpu-b": "Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)",
+                    "gpu-c": "Ready=False (KubeletNotReady: container runtime is down)"}
+
+
+def test_a_node_that_is_gone_or_has_no_ready_condition_is_named():
+    pods = [pod("b", "Pending", "gpu-b"), pod("x", "Pending", "gpu-x")]
+    bare = {"metadata": {"name": "gpu-b"}, "status": {}}
+    assert pw.judge(pods, [bare], 2) == (True, False, {"gpu-b": "no Ready condition", "gpu-x": "no Node named gpu-x"})
+
+
+def test_an_unbound_pod_not_pinned_to_one_node_keeps_it_waiting():
+    assert pw.judge([pod("b", "Pending")], [GONE], 1)[0] is False
+    assert pw.node_of(pod("b", "Pending", None, meant_for="gpu-b")) == "gpu-b"
+    assert pw.node_of(pod("b", "Pending", None, meant_for="gpu-b", key="kubernetes.io/hostname")) == "gpu-b"
+    assert pw.node_of(pod("b", "Pending", "gpu-c", meant_for="gpu-b")) == "gpu-c"
+    two = pod("b", "Pending", None, meant_for="gpu-b")
+    two["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"].append(
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-c"]}]})
+    assert pw.node_of(two) is None
+
+
+def test_a_node_counts_as_not_ready_only_once_settled():
+    pods = [pod("b", "Pending", "gpu-b")]
+    seen = []
+    assert pw.judge(pods, [GONE], 1, lambda name, why: seen.append((name, why)) or False) == (False, False, {})
+    assert seen == [("gpu-b", "Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)")]
+    assert pw.judge(pods, [GONE], 1, lambda name, why: True)[0] is True
+
+
+def test_connection_settings_come_from_the_parameters_else_kubernetes_cores_variables():
+    environ = {"K8S_AUTH_HOST": "https://10.0.0.1:6443/", "K8S_AUTH_API_KEY": "token", "K8S_AUTH_VERIFY_SSL": "no",
+               "K8S_AUTH_KUBECONFIG": "/etc/kube.conf", "K8S_AUTH_CONTEXT": ""}
+    params = {"kubeconfig": None, "context": "admin@prod", "host": None, "api_key": None, "validate_certs": None,
+              "ca_cert": None}
+    assert pw.auth_settings(params, environ) == {"kubeconfig": "/etc/kube.conf", "context": "admin@prod",
+                                                 "host": "https://10.0.0.1:6443/", "api_key": "token",
+                                                 "validate_certs": False}
+    assert pw.auth_settings(dict(params, kubeconfig="/root/k", validate_certs=True), {}) == {
+        "kubeconfig": "/root/k", "context": "admin@prod", "validate_certs": True}
