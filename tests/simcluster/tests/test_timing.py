@@ -163,8 +163,9 @@ def test_real_node_grace_period_before_unknown(make_simulator):
         time.sleep(1.0)
     node = wait_until(lambda: sim.node("node-a"), lambda n: _ready(n).status == "Unknown", timeout=15,
                       what="Ready Unknown after the grace period")
-    # Past the grace period, at the controller's next pass (every 5 s).
-    assert 50 <= time.monotonic() - stopped <= 56.5
+    # Past the grace period (counted from the kubelet's last heartbeat, which came before the fault),
+    # at the controller's next pass (every 5 s); a loaded machine adds a little.
+    assert 45 <= time.monotonic() - stopped <= 62
     assert _ready(node).reason == "NodeStatusUnknown"
     assert _ready(node).message == "Kubelet stopped posting node status."
     assert _ready(node).last_heartbeat_time < _ready(node).last_transition_time
