@@ -23,9 +23,12 @@ node grows with the number of nodes). A trivial play that reads every GPU
 host's facts is timed too: the cost of ansible-playbook itself at that size.
 
 Set-up, not timed: the inventory holds one host per Node
-(ansible_connection=local) whose facts are gathered by
-gpufleet.nvidia.nvml_facts (source=nvidia_smi) into a jsonfile fact cache,
-which the timed runs read. nvidia-smi is a STAND-IN script written here that
+(ansible_connection=local) whose facts are in a jsonfile fact cache, which
+the timed runs read. The first host's are gathered by
+gpufleet.nvidia.nvml_facts (source=nvidia_smi); every other host's cache
+entry is that one with the first host's GPU UUIDs replaced by its own (a
+thousand module runs would take the set-up minutes and measure nothing the
+benchmark is about). nvidia-smi is a STAND-IN script written here that
 prints an `nvidia-smi -q -x` XML GENERATED FOR THIS BENCHMARK: the GPU
 element of the real RTX A5000 capture
 (telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml) repeated 8 times, with the
@@ -302,7 +305,7 @@ class Simulator:
             return json.loads(answer.read())
 
 
-def run_part(workdir, forks, playbook, simulator=None):
+def run_part(workdir, forks, playbook, simulator=None, extra=()):
     """Time one ansible-playbook run; with a simulator, also its requests and CPU."""
     log = os.path.join(workdir, playbook.replace(".yml", ".log"))
     if simulator:
@@ -311,7 +314,7 @@ def run_part(workdir, forks, playbook, simulator=None):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     result = subprocess.run(["ansible-playbook", "-i", os.path.join(workdir, "inventory.yml"),
-                             os.path.join(workdir, playbook)], env=environment(workdir, forks), text=True,
+                             os.path.join(workdir, playbook)] + list(extra), env=environment(workdir, forks), text=True,
                             capture_output=True, check=False, cwd=workdir)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -340,12 +343,46 @@ def by_pattern(by_path):
     return out
 
 
+def cached_facts(path):
+    """The facts a jsonfile cache entry holds (ansible-core 2.19 and newer wrap them in a payload)."""
+    with open(path, encoding="utf-8") as handle:
+        entry = json.load(handle)
+    return json.loads(entry["__payload__"]) if "__payload__" in entry else entry
+
+
+def copy_facts(cache, names):
+    """Every other host's cache entry: the first host's, with the first host's GPU UUIDs replaced by its own.
+    Checked: each entry's facts list exactly the UUIDs of its Node's GPUs, in order."""
+    spec = {"capture": CAPTURE, "count": GPUS_PER_NODE}
+    first = [entry for entry in os.listdir(cache) if entry.endswith(names[0])]
+    if len(first) != 1:
+        raise SystemExit("no single fact cache entry for %s in %s: %s" % (names[0], cache, os.listdir(cache)))
+    prefix = first[0][:-len(names[0])]
+    with open(os.path.join(cache, first[0]), encoding="utf-8") as handle:
+        text = handle.read()
+    uuids = [gpu["uuid"] for gpu in sim_gpus.node_gpus(spec, names[0])]
+    for name in names:
+        own = [gpu["uuid"] for gpu in sim_gpus.node_gpus(spec, name)]
+        copy = text
+        for old, new in zip(uuids, own):
+            copy = copy.replace(old, new)
+        path = os.path.join(cache, prefix + name)
+        if name != names[0]:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(copy)
+        facts = cached_facts(path)["nvidia"]
+        if facts["state"] != "ok" or [gpu["uuid"] for gpu in facts["gpus"]] != own:
+            raise SystemExit("the cached facts of %s do not list its Node's GPUs" % name)
+
+
 def measure(count, forks, tick, root):
     workdir = os.path.join(root, "n%d" % count)
     os.makedirs(os.path.join(workdir, "tmp"))
     prepare(workdir, node_names(count), tick)
     started = time.monotonic()
-    run_part(workdir, forks, "setup.yml")
+    names = node_names(count)
+    run_part(workdir, forks, "setup.yml", extra=["--limit", names[0]])
+    copy_facts(os.path.join(workdir, "facts"), names)
     setup_s = time.monotonic() - started
     simulator = Simulator(workdir)
     simulator.start()

@@ -473,13 +473,13 @@ def fleet_nodes(hosts, hostvars, limit=None, gathered=None):
     rows = []
     hosts = list(hosts or [])
     inside = None if limit is None else set(str(host) for host in limit)
-    marked = {}
-    for host in hosts:
-        marked[host] = _has_run_marker(hostvars[host]) if host in hostvars else False
+    # Each host's variables once: every hostvars[host] works them out again from the inventory and caches.
+    variables_of = dict((host, hostvars[host]) for host in hosts if host in hostvars)
+    marked = dict((host, _has_run_marker(variables_of[host]) if host in variables_of else False) for host in hosts)
     any_marked = any(marked.values())
     results = _gathered_by_host(gathered)
     for host in hosts:
-        variables = hostvars[host] if host in hostvars else {}
+        variables = variables_of.get(host, {})
         facts = (variables.get("ansible_facts") or {}).get("nvidia")
         gather, excluded = False, None
         if inside is not None and host not in inside:

@@ -183,6 +183,26 @@ def _pod_conditions(pod):
     return words
 
 
+def plan_facts(facts):
+    """What the plan keeps of a host's ``ansible_facts['nvidia']``: what smoke_verdict, the device count and
+    the report read (state, driver and CUDA versions, each GPU's name and UUID, its MIG mode and devices'
+    UUIDs). A node's whole facts run to about 10 kB; a thousand nodes' plan is carried through every task
+    of the run, and this tenth of it is what they read."""
+    facts = facts or {}
+    if not facts:
+        return {}
+    slim = dict((key, facts[key]) for key in ("state", "driver_version", "cuda_driver_version") if key in facts)
+    gpus = []
+    for gpu in facts.get("gpus") or []:
+        mig = gpu.get("mig") or {}
+        gpus.append({"name": gpu.get("name"), "uuid": gpu.get("uuid"),
+                     "mig": {"current_mode": mig.get("current_mode"),
+                             "devices": [{"uuid": device.get("uuid")} for device in mig.get("devices") or []]}})
+    if "gpus" in facts:
+        slim["gpus"] = gpus
+    return slim
+
+
 def smoke_verdict(pod, facts, expected_devices=None, log=None, marker=None):
     """Judge one smoke-test pod.
 
@@ -390,7 +410,8 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     Returns {"plan": [{host, node, facts, allocatable, requested, request,
     expected_devices, unhealthy, pods: {stage: pod name}}], "not_tested":
     [{host, node, facts, allocatable, requested, holders, why, reason}],
-    "problems": [sentences]}.
+    "problems": [sentences]}; ``facts`` there are what the verdicts and the
+    report read of the node's facts (plan_facts), not all of them.
     """
     by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
     holders_by_resource = {}
@@ -412,7 +433,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         unhealthy = unhealthy_untested(facts)
         if unhealthy and boolean(skip_unhealthy, strict=False):
             not_tested.append({
-                "host": entry.get("host"), "node": node_name, "facts": facts, "allocatable": None,
+                "host": entry.get("host"), "node": node_name, "facts": plan_facts(facts), "allocatable": None,
                 "requested": None, "holders": [], "why": "unhealthy", "reason": unhealthy_reason(facts)})
             continue
         if facts.get("state") not in (TESTABLE_STATES if unhealthy else ("ok",)):
@@ -450,7 +471,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         free = count - requested
         if free < 1:
             not_tested.append({
-                "host": entry.get("host"), "node": node_name, "facts": facts, "allocatable": count,
+                "host": entry.get("host"), "node": node_name, "facts": plan_facts(facts), "allocatable": count,
                 "requested": requested, "holders": [holder[0] for holder in holders], "why": "busy",
                 "reason": _busy_reason(count, requested, holders, node_resource)})
             continue
@@ -459,7 +480,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         plan.append({
             "host": entry.get("host"),
             "node": node_name,
-            "facts": facts,
+            "facts": plan_facts(facts),
             "allocatable": count,
             "requested": requested,
             "request": request,

@@ -26,35 +26,6 @@ description:
 author:
   - gpufleet.nvidia contributors (@gpufleet)
 options:
-  kubeconfig:
-    description:
-      - Path of the kubeconfig, else C(K8S_AUTH_KUBECONFIG).
-      - The connection is found as M(kubernetes.core.k8s_info) finds it from the same settings - O(host) with
-        O(api_key) alone; else the kubeconfig or O(context) when one is given; else the in-cluster configuration,
-        then the C(kubernetes) library's default kubeconfig (C(KUBECONFIG), C(~/.kube/config)). O(host),
-        O(api_key), O(validate_certs) and O(ca_cert) then override what was loaded.
-    type: path
-  context:
-    description: Context in the kubeconfig, else C(K8S_AUTH_CONTEXT); empty uses its current context.
-    type: str
-  host:
-    description: URL of the API server, else C(K8S_AUTH_HOST).
-    type: str
-  api_key:
-    description: Bearer token, else C(K8S_AUTH_API_KEY).
-    type: str
-  validate_certs:
-    description: Whether to verify the API server's certificate, else C(K8S_AUTH_VERIFY_SSL).
-    type: bool
-    aliases: [verify_ssl]
-  ca_cert:
-    description: Path of the CA certificate that signed the API server's, else C(K8S_AUTH_SSL_CA_CERT).
-    type: path
-    aliases: [ssl_ca_cert]
-  request_timeout:
-    description: Seconds one request may take before the look counts as unanswered.
-    type: int
-    default: 30
   grace:
     description:
       - Seconds a node must be seen not Ready, look after look, before waiting stops for its pods. A kubelet
@@ -100,8 +71,8 @@ attributes:
     description: Targets the module runs on.
     support: full
     platforms: posix
-requirements:
-  - kubernetes (the Python client) on the host the module runs on
+extends_documentation_fragment:
+  - gpufleet.nvidia.k8s_auth
 """
 
 EXAMPLES = r"""
@@ -153,69 +124,13 @@ api_errors:
 
 import os
 import time
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-
-try:
-    import kubernetes
-    import urllib3
-    from kubernetes.client.rest import ApiException
-    HAS_KUBERNETES = True
-    KUBERNETES_IMPORT_ERROR = None
-except ImportError:
-    HAS_KUBERNETES = False
-    KUBERNETES_IMPORT_ERROR = traceback.format_exc()
-
-    class ApiException(Exception):
-        status = None
-        reason = None
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
+    AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, NO_ANSWER, RETRYABLE, ApiAnswer, api_client,
+    auth_settings, path_of, request)
 
 FINISHED = ("Succeeded", "Failed")
-RETRYABLE = (429, 500, 502, 503, 504)
-
-
-ENV = {"kubeconfig": "K8S_AUTH_KUBECONFIG", "context": "K8S_AUTH_CONTEXT", "host": "K8S_AUTH_HOST",
-       "api_key": "K8S_AUTH_API_KEY", "validate_certs": "K8S_AUTH_VERIFY_SSL", "ca_cert": "K8S_AUTH_SSL_CA_CERT"}
-
-
-def auth_settings(params, environ):
-    """The connection settings: each parameter, else its K8S_AUTH_* variable (as kubernetes.core reads them)."""
-    auth = {}
-    for name, variable in ENV.items():
-        value = params.get(name)
-        if value is None and environ.get(variable) not in (None, ""):
-            value = environ[variable]
-            if name == "validate_certs":
-                value = value.lower() not in ("0", "false", "no")
-        if value is not None:
-            auth[name] = value
-    return auth
-
-
-def _client(auth):
-    """An ApiClient found in kubernetes.core's order (see the kubeconfig option)."""
-    if not (auth.get("host") and auth.get("api_key")):
-        if auth.get("kubeconfig") or auth.get("context"):
-            kubernetes.config.load_kube_config(config_file=auth.get("kubeconfig"), context=auth.get("context"))
-        else:
-            try:
-                kubernetes.config.load_incluster_config()
-            except kubernetes.config.ConfigException:
-                kubernetes.config.load_kube_config()
-    try:
-        configuration = kubernetes.client.Configuration.get_default_copy()
-    except AttributeError:
-        configuration = kubernetes.client.Configuration()
-    if auth.get("host"):
-        configuration.host = auth["host"].rstrip("/")
-    if auth.get("api_key"):
-        configuration.api_key = {"authorization": "Bearer %s" % auth["api_key"]}
-    if "validate_certs" in auth:
-        configuration.verify_ssl = bool(auth["validate_certs"])
-    if auth.get("ca_cert"):
-        configuration.ssl_ca_cert = auth["ca_cert"]
-    return kubernetes.client.ApiClient(configuration)
 
 
 def node_of(pod):
@@ -270,13 +185,7 @@ def judge(pods, nodes, count, settled=None):
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            kubeconfig=dict(type="path"),
-            context=dict(type="str"),
-            host=dict(type="str"),
-            api_key=dict(type="str", no_log=True),
-            validate_certs=dict(type="bool", aliases=["verify_ssl"]),
-            ca_cert=dict(type="path", aliases=["ssl_ca_cert"]),
-            request_timeout=dict(type="int", default=30),
+            AUTH_ARGUMENT_SPEC,
             grace=dict(type="int", default=20),
             namespace=dict(type="str", required=True),
             label_selectors=dict(type="list", elements="str", default=[]),
@@ -296,10 +205,9 @@ def main():
                                  params["timeout"], params["sleep"], params["count"], params["grace"],
                                  params["request_timeout"]))
     try:
-        api_client = _client(auth_settings(params, os.environ))
+        client = api_client(auth_settings(params, os.environ))
     except Exception as error:  # pylint: disable=broad-except
         module.fail_json(msg="pods_wait: could not configure the Kubernetes client: %s" % error)
-    core = kubernetes.client.CoreV1Api(api_client)
     selector = ",".join(params["label_selectors"])
     start = time.monotonic()
     deadline = start + params["timeout"]
@@ -315,24 +223,23 @@ def main():
     while True:
         looks += 1
         try:
-            answer = core.list_namespaced_pod(params["namespace"], label_selector=selector,
-                                              _request_timeout=params["request_timeout"])
-            pods = api_client.sanitize_for_serialization(answer.items)
+            pods = request(client, "GET", path_of("api", "v1", "namespaces", params["namespace"], "pods"),
+                           {"labelSelector": selector} if selector else None,
+                           timeout=params["request_timeout"]).get("items") or []
             nodes = None
             if any((pod.get("status") or {}).get("phase") not in FINISHED for pod in pods):
-                nodes = api_client.sanitize_for_serialization(
-                    core.list_node(_request_timeout=params["request_timeout"]).items)
+                nodes = request(client, "GET", "/api/v1/nodes", timeout=params["request_timeout"]).get("items") or []
                 ready = set(((node.get("metadata") or {}).get("name") for node in nodes if not not_ready(node)))
                 for name in list(first_seen):
                     if name in ready:
                         del first_seen[name]
             done, finished, down = judge(pods, nodes, params["count"], settled)
-        except ApiException as error:
+        except ApiAnswer as error:
             if error.status not in RETRYABLE:
                 module.fail_json(msg="pods_wait: the API refused to list the pods or Nodes: HTTP %s %s: %s" % (
                     error.status, error.reason, (error.body or "").strip()[:500]), looks=looks)
             errors = (errors + ["HTTP %s %s" % (error.status, error.reason)])[-5:]
-        except (OSError, urllib3.exceptions.HTTPError) as error:
+        except NO_ANSWER as error:
             errors = (errors + [str(error)[:200]])[-5:]
         if done or time.monotonic() >= deadline:
             break

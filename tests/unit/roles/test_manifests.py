@@ -64,7 +64,11 @@ def _render(role, template, overrides):
     variables.update(overrides)
     with open(os.path.join(ROLES, role, "templates", template)) as handle:
         text = Templar(loader=loader, variables=variables).template(trust_as_template(handle.read()))
-    return [doc for doc in yaml.safe_load_all(text) if doc]
+    # YAML documents, or one JSON list of objects (gpu_smoke_test's pods).
+    docs = []
+    for doc in yaml.safe_load_all(text):
+        docs.extend(doc if isinstance(doc, list) else [doc] if doc else [])
+    return docs
 
 
 DEVICE_PLUGIN_CASES = {
@@ -213,7 +217,7 @@ SMOKE_CASES = {
 
 
 def smoke_pods(case):
-    return render("gpu_smoke_test", "pods.yaml.j2", __gpu_smoke_test_stage_plan=copy.deepcopy(PLAN),
+    return render("gpu_smoke_test", "pods.json.j2", __gpu_smoke_test_stage_plan=copy.deepcopy(PLAN),
                   __gpu_smoke_test_run="20261121070000-42", **SMOKE_CASES[case])
 
 

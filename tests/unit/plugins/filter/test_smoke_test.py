@@ -506,7 +506,7 @@ def test_unhealthy_nodes_are_tested_when_asked_on_the_gpus_the_driver_reads(skip
 def test_unhealthy_pods_tolerate_the_health_taint_only_there():
     from ansible_collections.gpufleet.nvidia.tests.unit.roles.test_manifests import render
     plan = st.smoke_plan(sick_fleet(), SICK_NODES, "nvidia.com/gpu", "one", skip_unhealthy=False)["plan"]
-    pods = render("gpu_smoke_test", "pods.yaml.j2", __gpu_smoke_test_stage_plan=plan,
+    pods = render("gpu_smoke_test", "pods.json.j2", __gpu_smoke_test_stage_plan=plan,
                   __gpu_smoke_test_stage_name="nvidia-smi", __gpu_smoke_test_run="20261123180000-7")
     health = {"key": "gpufleet.nvidia.com/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"}
     assert [health in p["spec"]["tolerations"] for p in pods] == [True, True, False]

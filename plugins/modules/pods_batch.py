@@ -1,0 +1,397 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: pods_batch
+version_added: 0.1.0
+short_description: Create or delete the pods of a namespace many at a time
+description:
+  - Creates the pods of O(definitions), or deletes pods by name or by label, with at most O(parallel) requests in
+    flight, each tried again when the API could not handle it. The requests a fleet's worth of pods costs stays one
+    per pod to create, one per pod found to delete by name, and one in all to delete by label.
+  - O(state=present) - one C(POST) per pod (a server-side dry run in check mode). A pod the API says exists already
+    (HTTP 409) counts as made when it carries every label of its definition - an earlier try of this very request
+    that the API carried out without its answer coming back - and is named as in the way otherwise.
+  - O(state=absent) with O(label_selectors) and no O(names) - one C(deletecollection) request for the pods that
+    match. With O(names) - one list of the namespace's pods (narrowed by O(label_selectors) when given), then a
+    C(DELETE) for each named pod found. In check mode the pods that would be deleted are listed and none is.
+  - With O(wait), the pods are listed again after the deletion, every O(sleep) seconds, until none that was
+    deleted is left or O(wait_timeout) seconds have passed.
+  - A request answered with HTTP 429 (after its C(Retry-After), at most 30 s), 500, 502, 503 or 504, or not
+    answered, is tried again O(retries) more times, O(delay) seconds apart.
+options:
+  namespace:
+    description: Namespace of the pods.
+    type: str
+    required: true
+  state:
+    description: Whether the pods should be made (V(present)) or gone (V(absent)).
+    type: str
+    choices: [present, absent]
+    default: present
+  definitions:
+    description:
+      - The pods to create (v1 Pod objects), with O(state=present), as a list or as the JSON text of one (which
+        costs Ansible nothing to pass on, where a list of a thousand pods costs seconds). Each must name itself in
+        C(metadata.name); its C(metadata.namespace), when given, must be O(namespace).
+    type: raw
+    default: []
+  names:
+    description: Names of the pods to delete, with O(state=absent). Those not found are already gone.
+    type: list
+    elements: str
+  label_selectors:
+    description:
+      - Label selectors (C(key=value), C(key!=value), C(key), C(!key)), with O(state=absent). Without O(names),
+        every pod that matches them all is deleted; with O(names), they narrow the list the named pods are looked
+        for in.
+    type: list
+    elements: str
+    default: []
+  parallel:
+    description: Requests in flight at once.
+    type: int
+    default: 16
+  retries:
+    description: How many more times a request the API could not handle is tried.
+    type: int
+    default: 4
+  delay:
+    description: Seconds between two tries of a request.
+    type: float
+    default: 2.0
+  wait:
+    description: With O(state=absent), whether to wait until the deleted pods are gone.
+    type: bool
+    default: false
+  wait_timeout:
+    description: Seconds O(wait) waits at most.
+    type: int
+    default: 120
+  sleep:
+    description: Seconds between two lists while O(wait) waits.
+    type: float
+    default: 1.0
+author:
+  - gpufleet.nvidia contributors (@gpufleet)
+extends_documentation_fragment:
+  - gpufleet.nvidia.k8s_auth
+attributes:
+  check_mode:
+    description: Can run in check mode.
+    support: full
+    details: Pods are created with the API's server-side dry run; the pods a deletion would take are listed.
+  diff_mode:
+    description: Would show a diff of what changed.
+    support: none
+    details: The result names the pods created and deleted.
+  idempotent:
+    description: A second run with the same arguments reports no change.
+    support: partial
+    details: >-
+      A deletion finds nothing the second time. A creation finds its pods made and reports no change; creating
+      pods again under names that another set of labels holds fails.
+  platform:
+    description: Targets the module runs on.
+    support: full
+    platforms: posix
+"""
+
+EXAMPLES = r"""
+- name: Create the smoke-test pods, sixteen requests at a time
+  gpufleet.nvidia.pods_batch:
+    namespace: gpufleet-smoke-test
+    definitions: "{{ pods }}"
+
+- name: Delete every pod of a run, in one request
+  gpufleet.nvidia.pods_batch:
+    namespace: gpufleet-smoke-test
+    state: absent
+    label_selectors:
+      - gpufleet.nvidia/run=20261127-1
+
+- name: Delete pods left under these names, and wait until they are gone
+  gpufleet.nvidia.pods_batch:
+    namespace: gpufleet-smoke-test
+    state: absent
+    names: [gpufleet-smoke-gpu-a-nvidia-smi, gpufleet-smoke-gpu-b-nvidia-smi]
+    wait: true
+"""
+
+RETURN = r"""
+created:
+  description: Names of the pods created (in check mode, that the dry run accepted).
+  returned: always
+  type: list
+  elements: str
+found:
+  description: Names of the pods found made already by an earlier try of the same request (HTTP 409, same labels).
+  returned: always
+  type: list
+  elements: str
+deleted:
+  description: Names of the pods deleted (in check mode, that would be).
+  returned: always
+  type: list
+  elements: str
+failures:
+  description: Each request that failed for good - the pod's name, the HTTP code, reason and message, and tries.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{name: gpufleet-smoke-gpu-b, status: 500, reason: InternalError, message: "etcdserver: timeout", tries: 5}]
+left:
+  description: With O(wait), the names of the deleted pods still there when the wait ended.
+  returned: always
+  type: list
+  elements: str
+requests:
+  description: How many requests were made.
+  returned: always
+  type: int
+"""
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
+    AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, Requests, api_client, auth_settings, path_of,
+    request)
+
+
+def read_definitions(definitions):
+    """(the pods as a list, None) or (None, what is wrong) from the definitions option."""
+    if isinstance(definitions, str):
+        try:
+            definitions = json.loads(definitions) if definitions.strip() else []
+        except ValueError as error:
+            return None, "definitions is text that is not JSON: %s" % error
+    if not isinstance(definitions, list) or not all(isinstance(pod, dict) for pod in definitions):
+        return None, "definitions is %s; give a list of Pod objects or the JSON text of one" % (
+            type(definitions).__name__ if not isinstance(definitions, list) else "a list holding other things than objects")
+    return definitions, None
+
+
+def definition_errors(definitions, namespace):
+    """What is wrong with the pods to create, in words (empty when nothing)."""
+    errors = []
+    seen = set()
+    for index, pod in enumerate(definitions):
+        metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
+        name = metadata.get("name")
+        if pod.get("kind", "Pod") != "Pod" or pod.get("apiVersion", "v1") != "v1":
+            errors.append("definitions[%d] is %s %s, not a v1 Pod" % (index, pod.get("apiVersion"), pod.get("kind")))
+        if not isinstance(name, str) or not name:
+            errors.append("definitions[%d] has no metadata.name" % index)
+        elif name in seen:
+            errors.append("definitions[%d] names pod %s a second time" % (index, name))
+        seen.add(name)
+        if metadata.get("namespace") not in (None, namespace):
+            errors.append("definitions[%d] (%s) is for namespace %s, not %s" % (
+                index, name, metadata.get("namespace"), namespace))
+    return errors
+
+
+def same_labels(wanted, found):
+    """Whether a pod found under a definition's name carries every label of the definition."""
+    labels = (found.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(key) == value for key, value in (wanted.get("labels") or {}).items())
+
+
+def failure_words(failed, verb):
+    """One line per request that failed for good."""
+    lines = []
+    for item in failed:
+        answer = ("HTTP %s %s: %s" % (item["status"], item["reason"], item["message"])) if item.get("status") \
+            else item["message"]
+        tries = (" (tried %d times)" % item["tries"]) if item["tries"] > 1 else ""
+        why = (" - %s" % item["why"]) if item.get("why") else ""
+        lines.append("%s: %s%s%s" % (item["name"], answer, tries, why))
+    return "; ".join(lines) or "nothing failed to %s" % verb
+
+
+class Batch(Requests):
+    """The module's requests (k8s_client.Requests with its retries, delay and request_timeout), many at once."""
+
+    def __init__(self, params, send):
+        super().__init__(send, params["retries"], params["delay"], params["request_timeout"])
+        self.params = params
+
+    def each(self, work, items):
+        """work(item) for every item, at most ``parallel`` at once, in the items' order."""
+        if len(items) <= 1:
+            return [work(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.params["parallel"], len(items))) as pool:
+            return list(pool.map(work, items))
+
+    def pods(self, name=None):
+        return path_of("api", "v1", "namespaces", self.params["namespace"], "pods", *([name] if name else []))
+
+    def list_pods(self, selector):
+        answer, failure, tries = self.call("GET", self.pods(), {"labelSelector": selector} if selector else None)
+        if failure:
+            return None, dict(name="(list of the pods)", status=failure[0], reason=failure[1], message=failure[2],
+                              tries=tries)
+        return answer.get("items") or [], None
+
+
+def create(batch, definitions, check_mode):
+    namespace = batch.params["namespace"]
+
+    def one(pod):
+        name = pod["metadata"]["name"]
+        body = dict(pod, apiVersion="v1", kind="Pod", metadata=dict(pod["metadata"], namespace=namespace))
+        answer, failure, tries = batch.call("POST", batch.pods(), {"dryRun": "All"} if check_mode else None, body)
+        if answer is not None:
+            return "created", name, None
+        if failure[0] == 409:
+            found, failed, _tries = batch.call("GET", batch.pods(name))
+            if found is not None:
+                if same_labels(pod["metadata"], found):
+                    return "found", name, None
+                return "failed", name, dict(name=name, status=409, reason="AlreadyExists",
+                                            message="a pod of that name with other labels is there", tries=tries,
+                                            why="delete it, or choose another namespace")
+            failure = failed or failure
+        return "failed", name, dict(name=name, status=failure[0], reason=failure[1], message=failure[2], tries=tries)
+
+    outcome = batch.each(one, definitions)
+    return dict(created=[name for kind, name, _failure in outcome if kind == "created"],
+                found=[name for kind, name, _failure in outcome if kind == "found"],
+                failures=[failure for kind, _name, failure in outcome if kind == "failed"])
+
+
+def delete(batch, names, selector, check_mode):
+    result = dict(deleted=[], failures=[])
+    pods, failure = batch.list_pods(selector)
+    if failure:
+        result["failures"].append(failure)
+        return result
+    present = [(pod.get("metadata") or {}).get("name") for pod in pods
+               if not (pod.get("metadata") or {}).get("deletionTimestamp")]
+    doomed = [name for name in present if names is None or name in names]
+    if check_mode or not doomed:
+        result["deleted"] = doomed
+        return result
+    if names is None:
+        # One request for them all, as kubectl delete -l does on a server that allows deletecollection.
+        answer, failure, tries = batch.call("DELETE", batch.pods(), {"labelSelector": selector})
+        if failure:
+            result["failures"].append(dict(name="(the pods matching %s)" % selector, status=failure[0],
+                                           reason=failure[1], message=failure[2], tries=tries))
+            return result
+        gone = answer.get("items") or []
+        result["deleted"] = [(pod.get("metadata") or {}).get("name") for pod in gone] or doomed
+        return result
+
+    def one(name):
+        answer, failure, tries = batch.call("DELETE", batch.pods(name))
+        if answer is not None:
+            return name, None
+        if failure[0] == 404:
+            return None, None
+        return None, dict(name=name, status=failure[0], reason=failure[1], message=failure[2], tries=tries)
+
+    for name, failure in batch.each(one, doomed):
+        if name:
+            result["deleted"].append(name)
+        if failure:
+            result["failures"].append(failure)
+    return result
+
+
+def wait_gone(batch, names, selector):
+    """The names still there once none is, or once wait_timeout has passed."""
+    deadline = time.monotonic() + batch.params["wait_timeout"]
+    left = set(names)
+    while left:
+        pods, failure = batch.list_pods(selector)
+        if not failure:
+            left = set((pod.get("metadata") or {}).get("name") for pod in pods) & set(names)
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(min(batch.params["sleep"], max(deadline - time.monotonic(), 0)))
+    return sorted(left)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            AUTH_ARGUMENT_SPEC,
+            namespace=dict(type="str", required=True),
+            state=dict(type="str", choices=["present", "absent"], default="present"),
+            definitions=dict(type="raw", default=[]),
+            names=dict(type="list", elements="str"),
+            label_selectors=dict(type="list", elements="str", default=[]),
+            parallel=dict(type="int", default=16),
+            retries=dict(type="int", default=4),
+            delay=dict(type="float", default=2.0),
+            wait=dict(type="bool", default=False),
+            wait_timeout=dict(type="int", default=120),
+            sleep=dict(type="float", default=1.0),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    result = dict(changed=False, created=[], found=[], deleted=[], failures=[], left=[], requests=0)
+    wrong = [name for name in ("parallel", "request_timeout") if params[name] < 1] \
+        + [name for name in ("retries", "wait_timeout") if params[name] < 0] \
+        + [name for name in ("delay", "sleep") if params[name] < 0]
+    if wrong:
+        module.fail_json(msg="pods_batch: %s" % ", ".join("%s is %s" % (name, params[name]) for name in wrong)
+                         + " (parallel and request_timeout must be 1 or more, the others 0 or more)", **result)
+    definitions, wrong = read_definitions(params["definitions"])
+    if wrong:
+        module.fail_json(msg="pods_batch: %s" % wrong, **result)
+    if params["state"] == "present":
+        errors = definition_errors(definitions, params["namespace"])
+        if params["names"] is not None or params["label_selectors"] or params["wait"]:
+            errors.append("names, label_selectors and wait go with state=absent")
+    else:
+        errors = ["definitions go with state=present"] if definitions else []
+        if params["names"] is None and not params["label_selectors"]:
+            errors.append("state=absent needs names or label_selectors (deleting every pod is not offered)")
+    if errors:
+        module.fail_json(msg="pods_batch: %s" % "; ".join(errors), **result)
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR, **result)
+    try:
+        client = api_client(auth_settings(params, os.environ), pool=params["parallel"])
+    except Exception as error:  # pylint: disable=broad-except
+        module.fail_json(msg="pods_batch: could not configure the Kubernetes client: %s" % error, **result)
+    batch = Batch(params, lambda method, path, query, body, timeout: request(client, method, path, query, body,
+                                                                             timeout))
+    selector = ",".join(params["label_selectors"])
+    if params["state"] == "present":
+        result.update(create(batch, definitions, module.check_mode))
+        result["changed"] = bool(result["created"])
+        verb = "create"
+    else:
+        result.update(delete(batch, None if params["names"] is None else set(params["names"]), selector,
+                             module.check_mode))
+        result["changed"] = bool(result["deleted"])
+        if params["wait"] and result["deleted"] and not module.check_mode:
+            result["left"] = wait_gone(batch, result["deleted"], selector)
+        verb = "delete"
+    result["requests"] = batch.requests
+    if result["failures"]:
+        done = result["created"] + result["found"] + result["deleted"]
+        module.fail_json(msg="pods_batch: %d request(s) to %s pods in %s failed: %s. %s" % (
+            len(result["failures"]), verb, params["namespace"], failure_words(result["failures"], verb),
+            ("Done before and kept: %s." % ", ".join(done)) if done else "Nothing was done."), **result)
+    if result["left"]:
+        module.fail_json(msg="pods_batch: %d deleted pod(s) still in %s after %s s: %s" % (
+            len(result["left"]), params["namespace"], params["wait_timeout"], ", ".join(result["left"])), **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
