@@ -75,7 +75,10 @@ def _validator(folder, kind, api_version):
     return jsonschema.validators.Draft202012Validator(schema, registry=registry)
 
 
+@lru_cache(maxsize=64)
 def schema_folder(version, strict):
+    """The schema folder for the version; cached: listing the package's folders costs more than the
+    validation it is looked up for, and they do not change while the simulator runs."""
     minor = re.match(r"^v?(\d+)\.(\d+)", version)
     folders = sorted((int(m.group(1)), int(m.group(2))) for m in (
         re.match(r"^v(\d+)\.(\d+)\.0-local$", p.name) for p in

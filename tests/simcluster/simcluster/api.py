@@ -560,8 +560,9 @@ class Handler(BaseHTTPRequestHandler):
         cluster = self.server_state.cluster
         labels, fields = self._selectors(res)
         with cluster.lock:
-            items = [o for o in cluster.store.list(res, namespace)
-                     if labels_match(labels, o["metadata"].get("labels")) and fields_match(fields, o)]
+            # Shallow copies: the items are only serialised, less their kind and apiVersion.
+            items = cluster.store.list(res, namespace, lambda o: labels_match(labels, o["metadata"].get("labels"))
+                                       and fields_match(fields, o), deep=False)
             rv = str(cluster.store.rv)
         limit = int(self.query.get("limit") or 0)
         cont = self.query.get("continue")
@@ -603,7 +604,7 @@ class Handler(BaseHTTPRequestHandler):
         expired = None
         with store.lock:
             if rv_text in ("", "0"):
-                initial = [o for o in store.list(res, namespace) if visible(o)]
+                initial = store.list(res, namespace, visible, deep=False)
                 last = store.rv
             else:
                 try:
@@ -663,10 +664,10 @@ class Handler(BaseHTTPRequestHandler):
         dry_run = dry_run or options.get("dryRun") == ["All"]
         deleted = []
         with cluster.lock:
-            for obj in cluster.store.list(res, namespace):
-                if labels_match(labels, obj["metadata"].get("labels")) and fields_match(fields, obj):
-                    deleted.append(cluster.delete(res, obj["metadata"].get("namespace", ""),
-                                                  obj["metadata"]["name"], options, dry_run))
+            for obj in cluster.store.list(res, namespace, lambda o: labels_match(labels, o["metadata"].get("labels"))
+                                          and fields_match(fields, o), deep=False):
+                deleted.append(cluster.delete(res, obj["metadata"].get("namespace", ""),
+                                              obj["metadata"]["name"], options, dry_run))
         self._send(200, {"kind": f"{res.kind}List", "apiVersion": res.api_version,
                          "metadata": {"resourceVersion": str(cluster.store.rv)}, "items": deleted})
 

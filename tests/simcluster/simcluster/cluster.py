@@ -190,6 +190,9 @@ class Faults:
             self.items = [f for f in self.items if fault_id and f["id"] != fault_id]
 
     def active(self, kind, **match):
+        if not self.items:
+            # No fault at all, the usual case: nothing to expire or match (asked per node and pod).
+            return None
         moment = time.monotonic()
         with self.lock:
             self.items = [f for f in self.items if f.get("until", moment + 1) > moment
@@ -221,6 +224,12 @@ class Cluster:
         self.requests = 0
         self.request_counts = {}
         self.lock = self.store.lock
+        # Index of the stored Events for record_event: (namespace, involvedObject.uid, reason,
+        # message) -> {name: creation order}, kept by a store listener on every write to events,
+        # so that a repeated event is found without a scan of its namespace's events.
+        self.event_index = {}
+        self.event_order = {}
+        self.store.listeners.append(self._index_event)
         self._bootstrap()
 
     # ------------------------------------------------------------- set-up
@@ -477,7 +486,11 @@ class Cluster:
                field_validation="Warn", warnings=None, tracked=False, internal=False):
         """PUT semantics on the main resource or the status subresource."""
         warnings = [] if warnings is None else warnings
-        obj = copy.deepcopy(obj)
+        if internal and subresource == "status":
+            # A controller's status write uses only the metadata and status of what it passes.
+            obj = dict(obj, metadata=copy.deepcopy(obj.get("metadata") or {}), status=copy.deepcopy(obj.get("status")))
+        else:
+            obj = copy.deepcopy(obj)
         with self.lock:
             old = self.store.peek(res, namespace, name)
             if old is None:
@@ -501,7 +514,9 @@ class Cluster:
             if "status" in res.subresources:
                 if subresource == "status":
                     status = obj.get("status")
-                    obj = copy.deepcopy(old)
+                    # The stored object with the new status; only its metadata is changed below, so
+                    # the rest is shared with the stored one (stored objects are never changed in place).
+                    obj = dict(old, metadata=copy.deepcopy(old["metadata"]))
                     obj["status"] = status if status is not None else {}
                     meta = obj["metadata"]
                 else:
@@ -536,7 +551,7 @@ class Cluster:
                 return copy.deepcopy(old)
             if dry_run:
                 obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-                return obj
+                return copy.deepcopy(obj)
             return self.store.replace(res, obj, expect_rv)
 
     @staticmethod
@@ -697,20 +712,43 @@ class Cluster:
         self.store.delete(res, meta["namespace"], meta["name"])
 
     # ------------------------------------------------------------- events
+    @staticmethod
+    def _event_key(event):
+        return (event["metadata"].get("namespace", ""), (event.get("involvedObject") or {}).get("uid"),
+                event.get("reason"), event.get("message"))
+
+    def _index_event(self, res, kind, obj, old):
+        if res.key != ("", "events"):
+            return
+        name = obj["metadata"]["name"]
+        if kind == "ADDED":
+            self.event_order[(obj["metadata"].get("namespace", ""), name)] = int(obj["metadata"]["resourceVersion"])
+        order = self.event_order.get((obj["metadata"].get("namespace", ""), name), 0)
+        for previous in (old, obj if kind == "DELETED" else None):
+            if previous is not None:
+                names = self.event_index.get(self._event_key(previous)) or {}
+                names.pop(name, None)
+                if not names:
+                    self.event_index.pop(self._event_key(previous), None)
+        if kind == "DELETED":
+            self.event_order.pop((obj["metadata"].get("namespace", ""), name), None)
+        else:
+            self.event_index.setdefault(self._event_key(obj), {})[name] = order
+
     def record_event(self, involved, reason, message, kind="Normal", component="kubelet", host=None):
         res = BY_KEY[("", "events")]
         meta = involved["metadata"]
         namespace = meta.get("namespace") or "default"
         stamp = now_rfc3339()
-        for existing in self.store.peek_list(res, namespace):
-            ref = existing["involvedObject"]
-            if ref.get("uid") == meta.get("uid") and existing["reason"] == reason \
-                    and existing["message"] == message:
-                obj = copy.deepcopy(existing)
-                obj["count"] = obj.get("count", 1) + 1
-                obj["lastTimestamp"] = stamp
-                self.store.replace(res, obj)
-                return
+        # The first stored event (in creation order) of this object with this reason and message.
+        names = self.event_index.get((namespace, meta.get("uid"), reason, message))
+        existing = self.store.peek(res, namespace, min(names, key=names.get)) if names else None
+        if existing is not None:
+            obj = copy.deepcopy(existing)
+            obj["count"] = obj.get("count", 1) + 1
+            obj["lastTimestamp"] = stamp
+            self.store.replace(res, obj)
+            return
         event = {"apiVersion": "v1", "kind": "Event",
                  "metadata": {"name": f"{meta['name']}.{random.getrandbits(64):016x}"[:253],
                               "namespace": namespace},

@@ -143,6 +143,8 @@ class Controllers:
         self.heartbeats = {}
         self.next_monitor = 0.0
         self.evictions = {}
+        # DaemonSet uid -> the resourceVersions its last pass read, when that pass wrote nothing.
+        self.ds_settled = {}
 
     # ------------------------------------------------------------ helpers
     def _set_status(self, res, obj, status, component):
@@ -193,9 +195,9 @@ class Controllers:
             away = self.kubelet_away(name)
             if not away or name not in self.heartbeats:
                 self.heartbeats[name] = now
-            status = copy.deepcopy(node["status"])
+            # The status is copied (shallowly: _set_status's update copies it) only to be written.
+            status = node["status"]
             conditions = {c["type"]: c for c in status.get("conditions") or []}
-            stamp = now_rfc3339()
             wanted = None
             if not away:
                 # The kubelet posts its conditions.
@@ -214,12 +216,14 @@ class Controllers:
                     if old and old["status"] == value and old["reason"] == reason:
                         new.append(old)
                     else:
+                        stamp = now_rfc3339()
                         # The controller keeps the last heartbeat it saw; the kubelet stamps its own.
                         heartbeat = old.get("lastHeartbeatTime", stamp) if old and value == "Unknown" else stamp
                         new.append({"type": ctype, "status": value, "reason": reason, "message": message,
                                     "lastHeartbeatTime": heartbeat, "lastTransitionTime": stamp})
-                status["conditions"] = new
-                node = self._set_status(NODES, node, status, "kubelet" if not away else "node-controller")
+                if new != status.get("conditions"):
+                    node = self._set_status(NODES, node, dict(status, conditions=new),
+                                            "kubelet" if not away else "node-controller")
             ready = next((c["status"] for c in node["status"].get("conditions") or [] if c["type"] == "Ready"),
                          None)
             self._node_taints(node, ready, monitor)
@@ -257,6 +261,9 @@ class Controllers:
         now = time.monotonic()
         tainted = {n["metadata"]["name"]: [t for t in n["spec"].get("taints") or [] if t["effect"] == "NoExecute"]
                    for n in self.store.peek_list(NODES)}
+        if not self.evictions and not any(tainted.values()):
+            # No NoExecute taint anywhere and no eviction pending: the pass below would do nothing.
+            return
         live = set()
         for pod in list(self.store.peek_list(PODS)):
             uid = pod["metadata"]["uid"]
@@ -417,26 +424,27 @@ class Controllers:
                 if "orphan" in finalizers:
                     orphaning[owner["metadata"]["uid"]] = (res, owner)
         dependents_left = set()
+        orphaning_uids, foreground_uids = set(orphaning), set(foreground)
         for res in (PODS, REPLICASETS, BY_KEY[("apps", "controllerrevisions")]):
             for obj in list(self.store.peek_list(res)):
                 refs = obj["metadata"].get("ownerReferences") or []
                 if not refs:
                     continue
                 uids = {r["uid"] for r in refs}
-                if uids & set(orphaning):
+                if uids & orphaning_uids:
                     changed = copy.deepcopy(obj)
                     changed["metadata"]["ownerReferences"] = [r for r in refs if r["uid"] not in orphaning]
                     self.cluster.update(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
                                         changed, manager="generic-garbage-collector", internal=True)
                     continue
-                if uids & set(foreground):
-                    dependents_left |= uids & set(foreground)
-                if not uids & owners or uids & set(foreground):
+                if uids & foreground_uids:
+                    dependents_left |= uids & foreground_uids
+                if not uids & owners or uids & foreground_uids:
                     if not obj["metadata"].get("deletionTimestamp"):
                         # A dependent of an owner deleted in the foreground is deleted in the
                         # foreground too, so the owner waits for the whole tree (garbagecollector.go,
                         # attemptToDeleteItem; concepts/architecture/garbage-collection/).
-                        options = {"propagationPolicy": "Foreground"} if uids & set(foreground) \
+                        options = {"propagationPolicy": "Foreground"} if uids & foreground_uids \
                             and res is REPLICASETS else None
                         try:
                             self.cluster.delete(res, obj["metadata"].get("namespace", ""), obj["metadata"]["name"],
@@ -623,78 +631,92 @@ class Controllers:
             if ds["metadata"].get("deletionTimestamp"):
                 continue
             ns = ds["metadata"]["namespace"]
-            template_hash = _hash(ds["spec"]["template"])
-            self._ds_history(ds, template_hash)
-            pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, ds)]
-            by_node = {}
-            for pod in pods:
-                target = pod["spec"].get("nodeName") or _pinned_node(pod)
-                by_node.setdefault(target, []).append(pod)
-            strategy = ds["spec"].get("updateStrategy") or {}
-            desired = [n for n in nodes if self._ds_should_run(ds, n)]
-            max_unavailable = max(1, _percent((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1),
-                                              len(desired))) if strategy.get("type") == "RollingUpdate" else 0
-            desired_names = {n["metadata"]["name"] for n in desired}
-            unavailable = 0
-            for node in desired:
-                live = [p for p in by_node.get(node["metadata"]["name"], [])
-                        if not p["metadata"].get("deletionTimestamp")]
-                if not live or not any(pod_ready(p) for p in live):
-                    unavailable += 1
-            for node in desired:
-                name = node["metadata"]["name"]
-                live = [p for p in by_node.get(name, []) if not p["metadata"].get("deletionTimestamp")]
-                failed = [p for p in live if p.get("status", {}).get("phase") == "Failed"]
-                for pod in failed:
-                    self._event(ds, "FailedDaemonPod", f"Found failed daemon pod {ns}/{pod['metadata']['name']} on "
-                                                       f"node {name}, will try to kill it", "Warning",
-                                "daemonset-controller")
-                    self.cluster.delete(PODS, ns, pod["metadata"]["name"])
-                live = [p for p in live if p not in failed]
-                if not live and not any(p["metadata"].get("deletionTimestamp") for p in by_node.get(name, [])):
-                    created = self._create_pod_from_template(
-                        ds, ds["spec"]["template"], f"{ds['metadata']['name']}-", DAEMONSETS,
-                        {"controller-revision-hash": template_hash, "pod-template-generation":
-                         str(ds["metadata"]["generation"])}, node=name)
-                    if created:
-                        self._event(ds, "SuccessfulCreate", f"Created pod: {created['metadata']['name']}",
+            # A DaemonSet whose last pass wrote nothing is passed over until it, a node, or a pod or
+            # ControllerRevision of its namespace is written (the pass reads nothing else but the
+            # create back-off, which keeps it from being passed over).
+            inputs = (ds["metadata"]["resourceVersion"], self.store.written.get(NODES.key),
+                      self.store.written.get((PODS.key, ns)), self.store.written.get((REVISIONS.key, ns)))
+            if self.ds_settled.get(ds["metadata"]["uid"]) == inputs:
+                continue
+            before = self.store.rv
+            self._daemonset(ds, ns, nodes)
+            settled = self.store.rv == before and self.backoff.get(ds["metadata"]["uid"], 0) <= time.monotonic()
+            self.ds_settled[ds["metadata"]["uid"]] = inputs if settled else None
+
+    def _daemonset(self, ds, ns, nodes):
+        """One DaemonSet's pass: its pods on the nodes it should run on, its rollout, its status."""
+        template_hash = _hash(ds["spec"]["template"])
+        self._ds_history(ds, template_hash)
+        pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, ds)]
+        by_node = {}
+        for pod in pods:
+            target = pod["spec"].get("nodeName") or _pinned_node(pod)
+            by_node.setdefault(target, []).append(pod)
+        strategy = ds["spec"].get("updateStrategy") or {}
+        desired = [n for n in nodes if self._ds_should_run(ds, n)]
+        max_unavailable = max(1, _percent((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1),
+                                          len(desired))) if strategy.get("type") == "RollingUpdate" else 0
+        desired_names = {n["metadata"]["name"] for n in desired}
+        unavailable = 0
+        for node in desired:
+            live = [p for p in by_node.get(node["metadata"]["name"], [])
+                    if not p["metadata"].get("deletionTimestamp")]
+            if not live or not any(pod_ready(p) for p in live):
+                unavailable += 1
+        for node in desired:
+            name = node["metadata"]["name"]
+            live = [p for p in by_node.get(name, []) if not p["metadata"].get("deletionTimestamp")]
+            failed = [p for p in live if p.get("status", {}).get("phase") == "Failed"]
+            for pod in failed:
+                self._event(ds, "FailedDaemonPod", f"Found failed daemon pod {ns}/{pod['metadata']['name']} on "
+                                                   f"node {name}, will try to kill it", "Warning",
+                            "daemonset-controller")
+                self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+            live = [p for p in live if p not in failed]
+            if not live and not any(p["metadata"].get("deletionTimestamp") for p in by_node.get(name, [])):
+                created = self._create_pod_from_template(
+                    ds, ds["spec"]["template"], f"{ds['metadata']['name']}-", DAEMONSETS,
+                    {"controller-revision-hash": template_hash, "pod-template-generation":
+                     str(ds["metadata"]["generation"])}, node=name)
+                if created:
+                    self._event(ds, "SuccessfulCreate", f"Created pod: {created['metadata']['name']}",
+                                component="daemonset-controller")
+                continue
+            old = [p for p in live if p["metadata"].get("labels", {}).get("controller-revision-hash")
+                   != template_hash]
+            if old and strategy.get("type") == "RollingUpdate":
+                for pod in old:
+                    if not pod_ready(pod):
+                        self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+                    elif unavailable < max_unavailable:
+                        unavailable += 1
+                        self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+                        self._event(ds, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
                                     component="daemonset-controller")
-                    continue
-                old = [p for p in live if p["metadata"].get("labels", {}).get("controller-revision-hash")
-                       != template_hash]
-                if old and strategy.get("type") == "RollingUpdate":
-                    for pod in old:
-                        if not pod_ready(pod):
-                            self.cluster.delete(PODS, ns, pod["metadata"]["name"])
-                        elif unavailable < max_unavailable:
-                            unavailable += 1
-                            self.cluster.delete(PODS, ns, pod["metadata"]["name"])
-                            self._event(ds, "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}",
-                                        component="daemonset-controller")
-            keep = {n["metadata"]["name"] for n in nodes if self._ds_placement(ds, n)[1]}
-            for name, pods_there in by_node.items():
-                if name not in desired_names and name not in keep:
-                    for pod in pods_there:
-                        if not pod["metadata"].get("deletionTimestamp"):
-                            self.cluster.delete(PODS, ns, pod["metadata"]["name"])
-            pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, ds)
-                    and not p["metadata"].get("deletionTimestamp")]
-            scheduled = {p["spec"].get("nodeName") or _pinned_node(p) for p in pods}
-            ready_nodes = {p["spec"].get("nodeName") for p in pods if pod_ready(p)}
-            updated = {p["spec"].get("nodeName") or _pinned_node(p) for p in pods
-                       if p["metadata"].get("labels", {}).get("controller-revision-hash") == template_hash}
-            status = {"currentNumberScheduled": len(scheduled & desired_names),
-                      "numberMisscheduled": len(scheduled - desired_names),
-                      "desiredNumberScheduled": len(desired_names),
-                      "numberReady": len(ready_nodes & desired_names),
-                      "observedGeneration": ds["metadata"]["generation"],
-                      "updatedNumberScheduled": len(updated & desired_names),
-                      "numberAvailable": len(ready_nodes & desired_names),
-                      "numberUnavailable": len(desired_names - ready_nodes)}
-            status = {k: v for k, v in status.items()
-                      if v or k in ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled",
-                                    "numberReady")}
-            self._set_status(DAEMONSETS, ds, status, "kube-controller-manager")
+        keep = {n["metadata"]["name"] for n in nodes if self._ds_placement(ds, n)[1]}
+        for name, pods_there in by_node.items():
+            if name not in desired_names and name not in keep:
+                for pod in pods_there:
+                    if not pod["metadata"].get("deletionTimestamp"):
+                        self.cluster.delete(PODS, ns, pod["metadata"]["name"])
+        pods = [p for p in self.store.peek_list(PODS, ns) if owned_by(p, ds)
+                and not p["metadata"].get("deletionTimestamp")]
+        scheduled = {p["spec"].get("nodeName") or _pinned_node(p) for p in pods}
+        ready_nodes = {p["spec"].get("nodeName") for p in pods if pod_ready(p)}
+        updated = {p["spec"].get("nodeName") or _pinned_node(p) for p in pods
+                   if p["metadata"].get("labels", {}).get("controller-revision-hash") == template_hash}
+        status = {"currentNumberScheduled": len(scheduled & desired_names),
+                  "numberMisscheduled": len(scheduled - desired_names),
+                  "desiredNumberScheduled": len(desired_names),
+                  "numberReady": len(ready_nodes & desired_names),
+                  "observedGeneration": ds["metadata"]["generation"],
+                  "updatedNumberScheduled": len(updated & desired_names),
+                  "numberAvailable": len(ready_nodes & desired_names),
+                  "numberUnavailable": len(desired_names - ready_nodes)}
+        status = {k: v for k, v in status.items()
+                  if v or k in ("currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled",
+                                "numberReady")}
+        self._set_status(DAEMONSETS, ds, status, "kube-controller-manager")
 
     # ------------------------------------------------- disruption budgets
     def disruption_budgets(self):
@@ -752,12 +774,22 @@ class Controllers:
         if not pending:
             return
         nodes = list(self.store.peek_list(NODES))
+        by_name = {n["metadata"]["name"]: n for n in nodes}
         used = self._used()
         for pod in sorted(pending, key=lambda p: (-p["spec"].get("priority", 0),
                                                   p["metadata"]["creationTimestamp"])):
             requests = pod_requests(pod["spec"])
             reasons, unresolvable, fits = {}, {}, []
-            for node in nodes:
+            # A pod whose node affinity names its nodes (a DaemonSet's pod, a pod pinned with
+            # matchFields metadata.name) can fit no other node: those are filtered first, and all
+            # nodes only when none fits, for the FailedScheduling message's count over all of them.
+            named = _affinity_node_names(pod["spec"])
+            if named is not None:
+                for name in named:
+                    node = by_name.get(name)
+                    if node is not None and not self._filter(pod, node, requests, used.get(name, {})):
+                        fits.append(node)
+            for node in nodes if not fits else ():
                 why = self._filter(pod, node, requests, used.get(node["metadata"]["name"], {}))
                 if not why:
                     fits.append(node)
@@ -847,13 +879,30 @@ class Controllers:
             node = nodes[node_name]
             if self.kubelet_away(node_name):
                 continue
+            # A pod whose containers all run for good, which the last sync left as it was, syncs
+            # again only once the pod or its node is written (nothing else changes what a sync
+            # does to it): the pass costs the pods that change, not every pod.
+            seen = (pod["metadata"]["resourceVersion"], node["metadata"]["resourceVersion"])
+            state = self.pods.get(pod["metadata"]["uid"])
+            if state is not None and state.get("steady") == seen:
+                continue
+            before = self.store.rv
             self._run_pod(pod, node, now)
+            state = self.pods.get(pod["metadata"]["uid"])
+            if state is not None:
+                state["steady"] = seen if self.store.rv == before and _steady(pod, state) else None
         for uid in list(self.pods):
             if uid not in live_uids:
                 del self.pods[uid]
+        # The kubelets' pod states by node, in self.pods' order, built once per pass: each node's
+        # device plugin check reads its own pods' states rather than every pod's.
+        states = {}
+        for state in self.pods.values():
+            if not state.get("released"):
+                states.setdefault(state.get("node"), []).append(state)
         for name, node in nodes.items():
             if not self.kubelet_away(name):
-                self._device_plugin(node, now)
+                self._device_plugin(node, now, states.get(name, ()))
 
     def _read_file(self, pod, container, path):
         """A file in the container from a ConfigMap volume, or None."""
@@ -1301,21 +1350,28 @@ class Controllers:
         return cstate["log"]
 
     # ---------------------------------------------------- device plugins
-    def _device_plugin(self, node, now):
+    def _device_plugin(self, node, now, states):
+        """The node's device plugin registration, from the states of the pods the node runs."""
         name = node["metadata"]["name"]
         running = None
-        for state in self.pods.values():
-            if state.get("node") != name or state.get("released"):
-                continue
+        for state in states:
             for cstate in state["containers"].values():
                 plugin = cstate.get("plugin")
                 if cstate["state"] == "running" and plugin and plugin["socket_dir"] \
                         and now - plugin["since"] >= self.timing["pluginRegister"]:
                     running = plugin
         record = self.plugins.setdefault(name, {"registered": False, "capacity": {}, "healthy": {}})
+        healthy = self._healthy_gpus(name) if running else None
+        # What this check reads: the registered plugin, the node, the node's healthy GPUs. When none
+        # of them changed since the last check, that check's outcome stands (and it wrote nothing
+        # that it would write again): the check is passed over.
+        seen = record.get("seen")
+        if seen is not None and seen[0] is running and seen[1] == node["metadata"]["resourceVersion"] \
+                and seen[2] == healthy:
+            return
+        record["seen"] = (running, node["metadata"]["resourceVersion"], healthy)
         if running:
-            healthy_uuids = {g["uuid"] for g in self._healthy_gpus(name)} | {
-                m["uuid"] for g in self._healthy_gpus(name) for m in g["mig"]}
+            healthy_uuids = {g["uuid"] for g in healthy} | {m["uuid"] for g in healthy for m in g["mig"]}
             record["registered"] = True
             record["strategies"] = running["config"]["deviceListStrategy"]
             slicing = (running["config"].get("sharing") or {}).get("timeSlicing") or {}
@@ -1330,20 +1386,24 @@ class Controllers:
             record["registered"] = False
             for resource in record["healthy"]:
                 record["healthy"][resource] = []
-        status = copy.deepcopy(node["status"])
+        # Only capacity and allocatable change here: copies of those two, not of the whole status
+        # (nothing is written when they come out the same).
+        capacity, allocatable = dict(node["status"]["capacity"]), dict(node["status"]["allocatable"])
         for resource, count in record["capacity"].items():
-            status["capacity"][resource] = str(count)
-            status["allocatable"][resource] = str(len(record["healthy"].get(resource, [])))
+            capacity[resource] = str(count)
+            allocatable[resource] = str(len(record["healthy"].get(resource, [])))
         # Extended resources a client put into the capacity (PATCH nodes/status) become
         # allocatable, and leave it with the capacity (kubelet's nodestatus.MachineInfo;
         # tasks/administer-cluster/extended-resource-node/).
-        for resource in list(status["allocatable"]):
-            if "/" in resource and resource not in status["capacity"]:
-                del status["allocatable"][resource]
-        for resource, value in status["capacity"].items():
+        for resource in list(allocatable):
+            if "/" in resource and resource not in capacity:
+                del allocatable[resource]
+        for resource, value in capacity.items():
             if "/" in resource and resource not in record["capacity"]:
-                status["allocatable"][resource] = value
-        self._set_status(NODES, node, status, "kubelet")
+                allocatable[resource] = value
+        if capacity != node["status"]["capacity"] or allocatable != node["status"]["allocatable"]:
+            self._set_status(NODES, node, dict(node["status"], capacity=capacity, allocatable=allocatable),
+                             "kubelet")
 
 
 def config_fail_on_init(argv, env):
@@ -1449,6 +1509,35 @@ def _pinned_node(pod):
             if field["key"] == "metadata.name" and field.get("values"):
                 return field["values"][0]
     return None
+
+
+def _steady(pod, state):
+    """Whether a kubelet's sync of the pod would do nothing until the pod or its node changes: every
+    container started and running with no end, no deadline, no deletion."""
+    spec = pod["spec"]
+    if pod["metadata"].get("deletionTimestamp") or spec.get("activeDeadlineSeconds") is not None \
+            or state.get("released") or state.get("deadline") or "t0" not in state \
+            or state.get("init_index", 0) < len(spec.get("initContainers") or []):
+        return False
+    containers = [state["containers"].get(c["name"]) for c in spec.get("containers") or []]
+    return bool(containers) and all(c is not None and c["state"] == "running" and c.get("ends_at") is None
+                                    for c in containers)
+
+
+def _affinity_node_names(spec):
+    """The names of the only nodes the pod's required node affinity can match, when each of its
+    terms requires metadata.name In a list (terms are ORed, a term's requirements ANDed); else None."""
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution"))
+    terms = (required or {}).get("nodeSelectorTerms") or []
+    names = {}
+    for term in terms:
+        fields = [f for f in term.get("matchFields") or [] if f.get("key") == "metadata.name"
+                  and f.get("operator") == "In"]
+        if not fields:
+            return None
+        names.update(dict.fromkeys(fields[0].get("values") or []))
+    return list(names) if terms else None
 
 
 def _owner_ref(owner):

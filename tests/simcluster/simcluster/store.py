@@ -87,6 +87,14 @@ class Store:
         self.changed = threading.Condition(self.lock)
         self.rv = 1000
         self.objects = {}
+        # Index: (group, plural) -> namespace -> {(namespace, name): object}, the same objects as
+        # self.objects in the same (creation) order, so that a namespace's objects are found
+        # without a scan of every namespace's (kept by create and delete; replace keeps the slot).
+        self.namespaces = {}
+        # The resourceVersion of the latest write to each resource, (group, plural), and to each
+        # of its namespaces, ((group, plural), namespace): controllers skip work whose inputs
+        # have not been written since they last looked.
+        self.written = {}
         self.log = deque(maxlen=HISTORY)
         self.oldest = self.rv
         self.listeners = []
@@ -98,6 +106,19 @@ class Store:
     def bucket(self, res):
         return self.objects.setdefault(res.key, {})
 
+    def _namespace_bucket(self, res, namespace):
+        return self.namespaces.setdefault(res.key, {}).setdefault(namespace, {})
+
+    def _put(self, res, key, obj):
+        self.bucket(res)[key] = obj
+        self._namespace_bucket(res, key[0])[key] = obj
+
+    def _pop(self, res, key):
+        old = self.bucket(res).pop(key, None)
+        if old is not None:
+            self._namespace_bucket(res, key[0]).pop(key, None)
+        return old
+
     def get(self, res, namespace, name):
         with self.lock:
             obj = self.bucket(res).get((namespace or "", name))
@@ -107,17 +128,30 @@ class Store:
         """The stored object itself, not a copy: callers must not change it."""
         return self.bucket(res).get((namespace or "", name))
 
-    def list(self, res, namespace=None):
+    def list(self, res, namespace=None, match=None, deep=True):
+        """Copies of the objects (of one namespace), sorted by namespace and name; with match, only
+        those it accepts (tested on the stored objects, so that only those are copied). deep=False
+        gives shallow copies, for a caller that only reads them or sets their top-level keys
+        (stored objects are never changed in place, so they may be read after the lock is let go)."""
         with self.lock:
-            items = [o for (ns, _name), o in self.bucket(res).items() if namespace in (None, "", ns)]
-            return [copy.deepcopy(o) for o in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""),
-                                                                           o["metadata"]["name"]))]
+            items = self.peek_list(res, namespace)
+            if match is not None:
+                items = [o for o in items if match(o)]
+            duplicate = copy.deepcopy if deep else dict
+            return [duplicate(o) for o in sorted(items, key=lambda o: (o["metadata"].get("namespace", ""),
+                                                                       o["metadata"]["name"]))]
 
     def peek_list(self, res, namespace=None):
-        return [o for (ns, _name), o in self.bucket(res).items() if namespace in (None, "", ns)]
+        if namespace in (None, ""):
+            return list(self.bucket(res).values())
+        return list(self.namespaces.get(res.key, {}).get(namespace, {}).values())
 
     def _record(self, res, kind, obj, old):
-        self.log.append((int(obj["metadata"]["resourceVersion"]), res.key, kind, copy.deepcopy(obj), old))
+        # The log shares the stored objects: a stored object is never changed in place (a write
+        # stores a new one), so the log's entries need no copies of their own.
+        rv = int(obj["metadata"]["resourceVersion"])
+        self.log.append((rv, res.key, kind, obj, old))
+        self.written[res.key] = self.written[(res.key, obj["metadata"].get("namespace", ""))] = rv
         if len(self.log) == self.log.maxlen:
             self.oldest = self.log[0][0]
         for listener in self.listeners:
@@ -135,7 +169,9 @@ class Store:
             meta["resourceVersion"] = str(self._next_rv())
             if res.generation:
                 meta["generation"] = 1
-            self.bucket(res)[key] = copy.deepcopy(obj)
+            # obj becomes the stored object (callers hand over an object of their own and do not
+            # touch it afterwards); they get a copy back.
+            self._put(res, key, obj)
             self._record(res, "ADDED", obj, None)
             return copy.deepcopy(obj)
 
@@ -153,20 +189,20 @@ class Store:
             if obj == old:
                 return copy.deepcopy(old)
             meta["resourceVersion"] = str(self._next_rv())
-            self.bucket(res)[key] = copy.deepcopy(obj)
-            self._record(res, "MODIFIED", obj, copy.deepcopy(old))
+            # As in create: obj becomes the stored object, the caller gets a copy.
+            self._put(res, key, obj)
+            self._record(res, "MODIFIED", obj, old)
             return copy.deepcopy(obj)
 
     def delete(self, res, namespace, name):
         with self.lock:
             key = (namespace or "" if res.namespaced else "", name)
-            old = self.bucket(res).pop(key, None)
+            old = self._pop(res, key)
             if old is None:
                 raise not_found(res, name)
-            gone = copy.deepcopy(old)
-            gone["metadata"]["resourceVersion"] = str(self._next_rv())
+            gone = dict(old, metadata=dict(old["metadata"], resourceVersion=str(self._next_rv())))
             self._record(res, "DELETED", gone, None)
-            return gone
+            return copy.deepcopy(gone)
 
     def events_since(self, rv, keys):
         """Changes after rv for the given resource keys; raises 410 when history is gone."""
@@ -174,4 +210,13 @@ class Store:
         # watch cache answers "too old resource version" for them (api-concepts, "410 Gone responses").
         if rv < self.oldest:
             raise ApiError(410, f"too old resource version: {rv} ({self.oldest})", "Expired")
-        return [entry for entry in self.log if entry[0] > rv and entry[1] in keys]
+        # The log is in resourceVersion order: read back from its end to the first entry not after
+        # rv, so that a watcher's wake-up costs the changes since its last one, not the whole log.
+        entries = []
+        for entry in reversed(self.log):
+            if entry[0] <= rv:
+                break
+            if entry[1] in keys:
+                entries.append(entry)
+        entries.reverse()
+        return entries
