@@ -240,6 +240,7 @@ class Server:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_state = None
+    _raw = None
 
     def log_message(self, format, *args):  # pylint: disable=redefined-builtin
         return
@@ -262,6 +263,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def _error(self, err):
         headers = {"Retry-After": str(err.retry_after)} if err.retry_after else None
+        # A request refused before its body was read (401, a fault, a 404 route) still has the body on
+        # the connection: read it, as a real server does, or the client's next request on the same
+        # kept-alive connection would start in the middle of it.
+        self._raw_body()
         self._send(err.code, err.status(), headers=headers)
 
     def _read_chunked(self):
@@ -276,12 +281,18 @@ class Handler(BaseHTTPRequestHandler):
             raw += self.rfile.read(size)
             self.rfile.readline()
 
+    def _raw_body(self):
+        """The request's body, read from the connection once."""
+        if self._raw is None:
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                self._raw = self._read_chunked()
+            else:
+                length = int(self.headers.get("Content-Length") or 0)
+                self._raw = self.rfile.read(length) if length else b""
+        return self._raw
+
     def _body(self):
-        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
-            raw = self._read_chunked()
-        else:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
+        raw = self._raw_body()
         if not raw:
             return None
         content_type = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
@@ -317,6 +328,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dispatch(self, verb):
         state = self.server_state
+        self._raw = None
         url = urlsplit(self.path)
         self.query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"

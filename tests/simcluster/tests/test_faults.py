@@ -52,6 +52,19 @@ def test_api_errors_on_one_path_and_verb(simulator):
     simulator.kubectl("create", "-f", "-", stdin=manifest)
 
 
+def test_a_request_refused_before_its_body_was_read_leaves_the_connection_clean(simulator):
+    """The client keeps its connection open after a 500; the body of the refused create must not be read
+    as the start of the next request on it (as a real server reads or discards it)."""
+    simulator.fault("api-errors", count=1, code=500, verb="POST", path="/configmaps$")
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept-alive"}, "data": {"a": "b" * 2000}}
+    with pytest.raises(ApiException) as err:
+        simulator.core.create_namespaced_config_map("default", body)
+    assert err.value.status == 500
+    made = simulator.core.create_namespaced_config_map("default", body)
+    assert made.metadata.name == "kept-alive" and made.data == body["data"]
+    simulator.core.delete_namespaced_config_map("kept-alive", "default")
+
+
 def test_node_not_ready(simulator):
     simulator.fault("node-not-ready", node="l40s-node", seconds=2)
 
