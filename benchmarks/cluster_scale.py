@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpufleet.nvidia contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""How the cluster part scales: gpu_device_plugin and gpu_smoke_test against 1 and 300 GPU nodes.
+"""How the cluster part scales: gpu_device_plugin and gpu_smoke_test against 1, 300 and 1,000 GPU nodes.
 
 For each size the simulated cluster of tests/simcluster (a STAND-IN for the
 Kubernetes control plane and the kubelets) is started with that many GPU
@@ -53,7 +53,7 @@ for, so the figures would measure the simulator rather than the roles. The
 later tick delays what the simulated kubelets do by at most 0.25 s. The
 device plugin role polls with `delay: 5` and the smoke test's wait every 2 s,
 which puts a floor under each wait, also for one node.
-Run with `make bench-cluster` (BENCH_CLUSTER_ARGS="--nodes 1,300 --forks 8 --tick 0.25 --out PATH").
+Run with `make bench-cluster` (BENCH_CLUSTER_ARGS="--nodes 1,300,1000 --forks 8 --tick 0.25 --out PATH").
 """
 
 from __future__ import annotations
@@ -434,7 +434,7 @@ def report(results, timing, forks, load):
         print("%-14s %6d %9.1f %9s %10s %10.1f %9s" % ("playbook floor", result["nodes"], result["floor"]["wall_s"],
                                                        "-", "-", result["floor"]["controller_cpu_s"], "-"))
     print("(playbook floor: ansible-playbook with one task that reads every GPU host's cached facts; set-up, not "
-          "timed above: nvml_facts on every GPU host took %s)" % ", ".join(
+          "timed above: nvml_facts on the first GPU host and its facts copied to the others took %s)" % ", ".join(
               "%.0f s for %d" % (result["setup_s"], result["nodes"]) for result in results))
     print("")
     verdicts = {}
@@ -446,11 +446,15 @@ def report(results, timing, forks, load):
         extra = (large[part]["requests"] - small[part]["requests"]) / float(large["nodes"] - small["nodes"])
         verdicts[part] = {"ratio": round(ratio, 2), "time_aim_met": ratio <= TARGET_RATIO,
                           "requests_per_added_node": round(extra, 2), "growing_paths": growing,
-                          "requests_aim_met": not growing}
-        print("%s: %d:%d wall-time ratio %.2f (aim <= %.1f: %s); %.2f requests per added node; "
+                          "requests_aim_met": not growing,
+                          "ratios": dict((str(result["nodes"]), round(result[part]["wall_s"] / small[part]["wall_s"], 2))
+                                         for result in results[1:])}
+        print("%s: %d:%d wall-time ratio %.2f (aim <= %.1f: %s)%s; %.2f requests per added node; "
               "requests per node constant: %s" % (
                   part, large["nodes"], small["nodes"], ratio, TARGET_RATIO, "met" if ratio <= TARGET_RATIO else
-                  "NOT met", extra, "yes" if not growing else "NO, growing: %s" % growing))
+                  "NOT met", "".join("; %s:%d %.2f" % (size, small["nodes"], value)
+                                     for size, value in verdicts[part]["ratios"].items() if int(size) != large["nodes"]),
+                  extra, "yes" if not growing else "NO, growing: %s" % growing))
         print("  slowest tasks at %d nodes: %s" % (large["nodes"], "; ".join(
             "%s %.1f s" % item for item in large[part]["slowest_tasks"][:4])))
         busiest = sorted(large[part]["by_pattern"].items(), key=lambda item: -item[1])[:6]
@@ -461,7 +465,7 @@ def report(results, timing, forks, load):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--nodes", default="1,300", help="comma-separated cluster sizes (default 1,300)")
+    parser.add_argument("--nodes", default="1,300,1000", help="comma-separated cluster sizes (default 1,300,1000)")
     parser.add_argument("--forks", type=int, default=8, help="ansible forks for the set-up fact gathering")
     parser.add_argument("--tick", type=float, default=0.25,
                         help="simulator controller period in seconds, the same for every size (its default: %s)"
