@@ -244,7 +244,7 @@ units: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed)
 
 # The simulated cluster's conformance tests, driven by kubectl and the kubernetes Python client.
 simcluster: venv
-	$(VENV)/bin/python -m pytest -q tests/simcluster/tests
+	$(VENV)/bin/python -m pytest -q -n 3 --dist loadfile tests/simcluster/tests
 
 # Each scenario in turn with the ansible-core of the venv whose bin/ leads PATH.
 define run_scenarios

@@ -112,7 +112,7 @@ def build_jobs():
         Job("ssh key", "set-up", make("ssh-key"), needs=["system"], estimate=1),
         Job("venv oldest", "set-up", make("venv-oldest"), needs=["uv"], estimate=15),
         Job("lint", "lint", make("lint"), needs=["venv", "collections"], estimate=150),
-        Job("simulator", "simulator", make("simcluster"), needs=["venv"], estimate=150),
+        Job("simulator", "simulator", make("simcluster"), needs=["venv"], estimate=100),
         Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
     ]
     for core in cores:
