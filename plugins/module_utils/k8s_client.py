@@ -27,8 +27,17 @@ except ImportError:
 # What Kubernetes clients try again: too many requests, and the server's or a proxy's 5xx.
 RETRYABLE = (429, 500, 502, 503, 504)
 
-ENV = {"kubeconfig": "K8S_AUTH_KUBECONFIG", "context": "K8S_AUTH_CONTEXT", "host": "K8S_AUTH_HOST",
-       "api_key": "K8S_AUTH_API_KEY", "validate_certs": "K8S_AUTH_VERIFY_SSL", "ca_cert": "K8S_AUTH_SSL_CA_CERT"}
+# Each setting's variables, in the order kubernetes.core reads them.
+ENV = {"kubeconfig": ("K8S_AUTH_KUBECONFIG",), "context": ("K8S_AUTH_CONTEXT",), "host": ("K8S_AUTH_HOST",),
+       "api_key": ("K8S_AUTH_API_KEY",), "validate_certs": ("K8S_AUTH_VALIDATE_CERTS", "K8S_AUTH_VERIFY_SSL"),
+       "ca_cert": ("K8S_AUTH_CA_CERT", "K8S_AUTH_SSL_CA_CERT")}
+# Settings kubernetes.core takes that these modules do not: refused by name rather than ignored, since the
+# kubernetes.core tasks of the same role would then reach another endpoint or act as another user.
+UNSUPPORTED_ENV = ("K8S_AUTH_PROXY", "K8S_AUTH_NO_PROXY", "K8S_AUTH_PROXY_HEADERS", "K8S_AUTH_CERT_FILE",
+                   "K8S_AUTH_KEY_FILE", "K8S_AUTH_USERNAME", "K8S_AUTH_PASSWORD", "K8S_AUTH_IMPERSONATE_USER",
+                   "K8S_AUTH_IMPERSONATE_GROUPS")
+# The client's token refresh (an exec plugin, OIDC) runs once at a time, not in every worker thread.
+AUTH_LOCK = threading.Lock()
 
 # The options of the k8s_auth doc fragment.
 AUTH_ARGUMENT_SPEC = dict(
@@ -45,28 +54,36 @@ AUTH_ARGUMENT_SPEC = dict(
 def auth_settings(params, environ):
     """The connection settings: each parameter, else its K8S_AUTH_* variable (as kubernetes.core reads them)."""
     auth = {}
-    for name, variable in ENV.items():
+    for name, variables in ENV.items():
         value = params.get(name)
-        if value is None and environ.get(variable) not in (None, ""):
-            value = environ[variable]
-            if name == "validate_certs":
-                value = value.lower() not in ("0", "false", "no")
+        for variable in variables:
+            if value is None and environ.get(variable) not in (None, ""):
+                value = environ[variable]
+                if name == "validate_certs":
+                    value = value.lower() not in ("0", "false", "no")
         if value is not None:
             auth[name] = value
     return auth
+
+
+def unsupported_settings(environ):
+    """The K8S_AUTH_* variables set that these modules do not take (UNSUPPORTED_ENV)."""
+    return [name for name in UNSUPPORTED_ENV if environ.get(name) not in (None, "")]
 
 
 def api_client(auth, pool=None):
     """An ApiClient found in kubernetes.core's order (the doc fragment's kubeconfig option); ``pool``:
     how many connections it may keep open at once (the client's default is 5 per CPU)."""
     if not (auth.get("host") and auth.get("api_key")):
+        # persist_config=False: a refreshed token is never written back into the user's kubeconfig.
         if auth.get("kubeconfig") or auth.get("context"):
-            kubernetes.config.load_kube_config(config_file=auth.get("kubeconfig"), context=auth.get("context"))
+            kubernetes.config.load_kube_config(config_file=auth.get("kubeconfig"), context=auth.get("context"),
+                                               persist_config=False)
         else:
             try:
                 kubernetes.config.load_incluster_config()
             except kubernetes.config.ConfigException:
-                kubernetes.config.load_kube_config()
+                kubernetes.config.load_kube_config(persist_config=False)
     try:
         configuration = kubernetes.client.Configuration.get_default_copy()
     except AttributeError:
@@ -74,7 +91,9 @@ def api_client(auth, pool=None):
     if auth.get("host"):
         configuration.host = auth["host"].rstrip("/")
     if auth.get("api_key"):
-        configuration.api_key = {"authorization": "Bearer %s" % auth["api_key"]}
+        # Under both names: clients up to 35 read "authorization", 36.0.0 and 36.0.1 only "BearerToken".
+        configuration.api_key = {"authorization": "Bearer %s" % auth["api_key"],
+                                 "BearerToken": "Bearer %s" % auth["api_key"]}
     if "validate_certs" in auth:
         configuration.verify_ssl = bool(auth["validate_certs"])
     if auth.get("ca_cert"):
@@ -110,9 +129,14 @@ def request(client, method, path, query=None, body=None, timeout=30):
     headers = {"Accept": "application/json", "User-Agent": client.user_agent}
     # The client's own header credentials (a bearer token, refreshed by its hook when it expires), named
     # as the client version names them; client certificates are in the pool's TLS settings.
-    for setting in configuration.auth_settings().values():
-        if setting.get("in") == "header" and setting.get("value"):
-            headers[setting["key"]] = setting["value"]
+    with AUTH_LOCK:
+        for setting in configuration.auth_settings().values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        if not any(key.lower() == "authorization" for key in headers):
+            token = (configuration.api_key or {}).get("BearerToken") or (configuration.api_key or {}).get("authorization")
+            if token:
+                headers["Authorization"] = token if " " in token else "Bearer %s" % token
     data = None
     if body is not None:
         headers["Content-Type"] = "application/json"
@@ -122,8 +146,13 @@ def request(client, method, path, query=None, body=None, timeout=30):
                                                        timeout=urllib3.Timeout(total=timeout), retries=False)
     if not 200 <= response.status < 300:
         raise ApiAnswer(response.status, response.reason, response.data.decode("utf-8", "replace"),
-                        dict(response.headers))
-    return json.loads(response.data or b"{}")
+                        response.headers)
+    try:
+        return json.loads(response.data or b"{}")
+    except ValueError:
+        # A 2xx that is not the API's JSON (a proxy's or a login page): an answer, not the API's.
+        raise ApiAnswer(response.status, "NotJSON", "the answer to %s %s is not JSON: %r" % (
+            method, path, response.data[:200]), response.headers) from None
 
 
 def api_status(error):
@@ -143,8 +172,9 @@ def api_status(error):
 def retry_after(error, default, most=30.0):
     """Seconds to wait before trying again: a 429's or 503's Retry-After (at most ``most``), else ``default``."""
     headers = getattr(error, "headers", None) or {}
+    found = [value for key, value in headers.items() if key.lower() == "retry-after"]
     try:
-        value = float(headers.get("Retry-After"))
+        value = float(found[0] if found else None)
     except (TypeError, ValueError):
         return default
     return min(max(value, 0.0), most)
@@ -181,9 +211,20 @@ class Requests:
             except NO_ANSWER as error:
                 failure = (None, None, "no answer: %s" % str(error)[:300])
                 wait = self.delay
+                if certificate_refused(error):
+                    # Trying again would meet the same certificate.
+                    return None, (None, None, "the TLS connection was refused: %s" % str(error)[:300]), tries
             if tries > self.retries:
                 return None, failure, tries
             time.sleep(wait)
+
+
+def certificate_refused(error):
+    """Whether a connection error is TLS refusing the server's certificate (or ours), which no retry mends."""
+    if not HAS_KUBERNETES:
+        return False
+    reason = getattr(error, "reason", None)
+    return isinstance(error, urllib3.exceptions.SSLError) or isinstance(reason, urllib3.exceptions.SSLError)
 
 
 def drop_paths(item, paths):

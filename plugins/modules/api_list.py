@@ -120,7 +120,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, Requests, api_client, auth_settings, drop_paths,
-    path_of, request)
+    path_of, request, unsupported_settings)
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -161,6 +161,9 @@ def main():
                              "or more" % (params["retries"], params["delay"], params["request_timeout"]), requests=0)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR, requests=0)
+    if unsupported_settings(os.environ):
+        module.fail_json(msg="api_list: %s set; this module does not take them (use a kubeconfig)" % ", ".join(
+            unsupported_settings(os.environ)), requests=0)
     try:
         client = api_client(auth_settings(params, os.environ))
     except Exception as error:  # pylint: disable=broad-except

@@ -16,10 +16,16 @@ description:
     per pod to create, one per pod found to delete by name, and one in all to delete by label.
   - O(state=present) - one C(POST) per pod (a server-side dry run in check mode). A pod the API says exists already
     (HTTP 409) counts as made when it carries every label of its definition - an earlier try of this very request
-    that the API carried out without its answer coming back - and is named as in the way otherwise.
-  - O(state=absent) with O(label_selectors) and no O(names) - one C(deletecollection) request for the pods that
-    match. With O(names) - one list of the namespace's pods (narrowed by O(label_selectors) when given), then a
-    C(DELETE) for each named pod found. In check mode the pods that would be deleted are listed and none is.
+    that the API carried out without its answer coming back - and is named as in the way otherwise, with its
+    labels or since when it is being deleted. In check mode a 409 counts as a pod the run would make, after its
+    delete step took the leftover away.
+  - O(state=absent) with O(label_selectors) and no O(names) - one list and one C(deletecollection) request for the
+    pods that match (a C(DELETE) for each where the API refuses C(deletecollection) with 403 or 405, as a Role
+    granting only C(delete) does). With O(names) - one list of the namespace's pods (narrowed by
+    O(label_selectors) when given), then a C(DELETE) for each named pod found. Pods already being deleted are not
+    deleted again but waited for. In check mode the pods that would be deleted are listed and none is.
+  - Once a request has failed for good, the requests not yet sent are not sent (RV(not_tried)), and the failures
+    with the same answer are named together.
   - With O(wait), the pods are listed again after the deletion, every O(sleep) seconds, until none that was
     deleted is left or O(wait_timeout) seconds have passed.
   - A request answered with HTTP 429 (after its C(Retry-After), at most 30 s), 500, 502, 503 or 504, or not
@@ -145,6 +151,16 @@ failures:
   type: list
   elements: dict
   sample: [{name: gpufleet-smoke-gpu-b, status: 500, reason: InternalError, message: "etcdserver: timeout", tries: 5}]
+going:
+  description: Names of the pods found already being deleted (not deleted again; waited for with O(wait)).
+  returned: always
+  type: list
+  elements: str
+not_tried:
+  description: Names of the pods no request was sent for, because one had failed for good before.
+  returned: always
+  type: list
+  elements: str
 left:
   description: With O(wait), the names of the deleted pods still there when the wait ended.
   returned: always
@@ -158,13 +174,14 @@ requests:
 
 import json
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, Requests, api_client, auth_settings, path_of,
-    request)
+    request, unsupported_settings)
 
 
 def read_definitions(definitions):
@@ -206,31 +223,50 @@ def same_labels(wanted, found):
     return all(labels.get(key) == value for key, value in (wanted.get("labels") or {}).items())
 
 
-def failure_words(failed, verb):
-    """One line per request that failed for good."""
-    lines = []
+def failure_words(failed, verb, shown=5):
+    """The requests that failed for good, those with the same answer together (a 403 or a lost API fails every
+    pod alike), at most ``shown`` names each."""
+    groups = []
     for item in failed:
         answer = ("HTTP %s %s: %s" % (item["status"], item["reason"], item["message"])) if item.get("status") \
             else item["message"]
         tries = (" (tried %d times)" % item["tries"]) if item["tries"] > 1 else ""
         why = (" - %s" % item["why"]) if item.get("why") else ""
-        lines.append("%s: %s%s%s" % (item["name"], answer, tries, why))
+        key = answer + tries + why
+        for group in groups:
+            if group[0] == key:
+                group[1].append(item["name"])
+                break
+        else:
+            groups.append((key, [item["name"]]))
+    lines = []
+    for key, names in groups:
+        more = (" and %d more" % (len(names) - shown)) if len(names) > shown else ""
+        lines.append("%s%s: %s" % (", ".join(names[:shown]), more, key))
     return "; ".join(lines) or "nothing failed to %s" % verb
 
 
 class Batch(Requests):
-    """The module's requests (k8s_client.Requests with its retries, delay and request_timeout), many at once."""
+    """The module's requests (k8s_client.Requests with its retries, delay and request_timeout), many at once.
+    Once one request has failed for good, the ones not yet sent are not sent (``stopped``): an API that
+    refuses one pod (RBAC, Pod Security, a missing namespace) or cannot be reached refuses them all, and a
+    thousand of them would take hours of retries to say so."""
 
     def __init__(self, params, send):
         super().__init__(send, params["retries"], params["delay"], params["request_timeout"])
         self.params = params
+        self.stop = threading.Event()
 
     def each(self, work, items):
-        """work(item) for every item, at most ``parallel`` at once, in the items' order."""
+        """work(item) for every item, at most ``parallel`` at once, in the items' order; None for an item
+        not tried because the batch stopped."""
+        def guarded(item):
+            return None if self.stop.is_set() else work(item)
+
         if len(items) <= 1:
-            return [work(item) for item in items]
+            return [guarded(item) for item in items]
         with ThreadPoolExecutor(max_workers=min(self.params["parallel"], len(items))) as pool:
-            return list(pool.map(work, items))
+            return list(pool.map(guarded, items))
 
     def pods(self, name=None):
         return path_of("api", "v1", "namespaces", self.params["namespace"], "pods", *([name] if name else []))
@@ -243,54 +279,76 @@ class Batch(Requests):
         return answer.get("items") or [], None
 
 
+def failed(name, failure, tries, why=None):
+    entry = dict(name=name, status=failure[0], reason=failure[1], message=failure[2], tries=tries)
+    if why:
+        entry["why"] = why
+    return entry
+
+
 def create(batch, definitions, check_mode):
     namespace = batch.params["namespace"]
 
     def one(pod):
         name = pod["metadata"]["name"]
         body = dict(pod, apiVersion="v1", kind="Pod", metadata=dict(pod["metadata"], namespace=namespace))
-        answer, failure, tries = batch.call("POST", batch.pods(), {"dryRun": "All"} if check_mode else None, body)
-        if answer is not None:
-            return "created", name, None
-        if failure[0] == 409:
-            found, failed, _tries = batch.call("GET", batch.pods(name))
-            if found is not None:
-                if same_labels(pod["metadata"], found):
-                    return "found", name, None
-                return "failed", name, dict(name=name, status=409, reason="AlreadyExists",
-                                            message="a pod of that name with other labels is there", tries=tries,
-                                            why="delete it, or choose another namespace")
-            failure = failed or failure
-        return "failed", name, dict(name=name, status=failure[0], reason=failure[1], message=failure[2], tries=tries)
+        for _attempt in range(2):
+            answer, failure, tries = batch.call("POST", batch.pods(), {"dryRun": "All"} if check_mode else None, body)
+            if answer is not None:
+                return "created", name, None
+            if failure[0] != 409:
+                break
+            if check_mode:
+                # The dry run meets a leftover the real run's delete step would have taken away first.
+                return "created", name, None
+            found, gone, _tries = batch.call("GET", batch.pods(name))
+            if found is None and gone[0] == 404:
+                continue  # deleted between the two requests: create it again
+            if found is None:
+                failure = gone
+                break
+            if same_labels(pod["metadata"], found):
+                return "found", name, None
+            metadata = found.get("metadata") or {}
+            held = "deleted since %s, not gone yet" % metadata["deletionTimestamp"] if metadata.get("deletionTimestamp") \
+                else "with the labels %s" % ", ".join("%s=%s" % item for item in sorted((metadata.get("labels") or {}).items()))
+            return "failed", name, failed(name, failure, tries, why="a pod of that name is there, %s: delete it, or wait "
+                                                                    "until it is gone" % held)
+        batch.stop.set()
+        return "failed", name, failed(name, failure, tries)
 
     outcome = batch.each(one, definitions)
-    return dict(created=[name for kind, name, _failure in outcome if kind == "created"],
-                found=[name for kind, name, _failure in outcome if kind == "found"],
-                failures=[failure for kind, _name, failure in outcome if kind == "failed"])
+    return dict(created=[row[1] for row in outcome if row and row[0] == "created"],
+                found=[row[1] for row in outcome if row and row[0] == "found"],
+                failures=[row[2] for row in outcome if row and row[0] == "failed"],
+                not_tried=[pod["metadata"]["name"] for pod, row in zip(definitions, outcome) if row is None])
 
 
 def delete(batch, names, selector, check_mode):
-    result = dict(deleted=[], failures=[])
+    """Delete the pods named (or, with no names, every pod the selector matches). Pods already being
+    deleted are not deleted again but are waited for with the others (``going``)."""
+    result = dict(deleted=[], going=[], failures=[], not_tried=[])
     pods, failure = batch.list_pods(selector)
     if failure:
         result["failures"].append(failure)
         return result
-    present = [(pod.get("metadata") or {}).get("name") for pod in pods
-               if not (pod.get("metadata") or {}).get("deletionTimestamp")]
-    doomed = [name for name in present if names is None or name in names]
+    wanted = [pod.get("metadata") or {} for pod in pods if names is None or (pod.get("metadata") or {}).get("name") in names]
+    doomed = [metadata.get("name") for metadata in wanted if not metadata.get("deletionTimestamp")]
+    result["going"] = [metadata.get("name") for metadata in wanted if metadata.get("deletionTimestamp")]
     if check_mode or not doomed:
         result["deleted"] = doomed
         return result
     if names is None:
-        # One request for them all, as kubectl delete -l does on a server that allows deletecollection.
+        # One request for them all where the caller may deletecollection; kubectl (and kubernetes.core) delete
+        # one pod after another, which a Role granting only delete allows: done so when the API refuses.
         answer, failure, tries = batch.call("DELETE", batch.pods(), {"labelSelector": selector})
-        if failure:
-            result["failures"].append(dict(name="(the pods matching %s)" % selector, status=failure[0],
-                                           reason=failure[1], message=failure[2], tries=tries))
+        if answer is not None:
+            gone = answer.get("items") or []
+            result["deleted"] = [(pod.get("metadata") or {}).get("name") for pod in gone] or doomed
             return result
-        gone = answer.get("items") or []
-        result["deleted"] = [(pod.get("metadata") or {}).get("name") for pod in gone] or doomed
-        return result
+        if failure[0] not in (403, 405):
+            result["failures"].append(failed("(the pods matching %s)" % selector, failure, tries))
+            return result
 
     def one(name):
         answer, failure, tries = batch.call("DELETE", batch.pods(name))
@@ -298,13 +356,17 @@ def delete(batch, names, selector, check_mode):
             return name, None
         if failure[0] == 404:
             return None, None
-        return None, dict(name=name, status=failure[0], reason=failure[1], message=failure[2], tries=tries)
+        batch.stop.set()
+        return None, failed(name, failure, tries)
 
-    for name, failure in batch.each(one, doomed):
-        if name:
-            result["deleted"].append(name)
-        if failure:
-            result["failures"].append(failure)
+    for name, row in zip(doomed, batch.each(one, doomed)):
+        if row is None:
+            result["not_tried"].append(name)
+            continue
+        if row[0]:
+            result["deleted"].append(row[0])
+        if row[1]:
+            result["failures"].append(row[1])
     return result
 
 
@@ -341,7 +403,8 @@ def main():
         supports_check_mode=True,
     )
     params = module.params
-    result = dict(changed=False, created=[], found=[], deleted=[], failures=[], left=[], requests=0)
+    result = dict(changed=False, created=[], found=[], deleted=[], going=[], failures=[], not_tried=[], left=[],
+                  requests=0)
     wrong = [name for name in ("parallel", "request_timeout") if params[name] < 1] \
         + [name for name in ("retries", "wait_timeout") if params[name] < 0] \
         + [name for name in ("delay", "sleep") if params[name] < 0]
@@ -363,6 +426,9 @@ def main():
         module.fail_json(msg="pods_batch: %s" % "; ".join(errors), **result)
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR, **result)
+    if unsupported_settings(os.environ):
+        module.fail_json(msg="pods_batch: %s set; this module does not take them (use a kubeconfig)" % ", ".join(
+            unsupported_settings(os.environ)), **result)
     try:
         client = api_client(auth_settings(params, os.environ), pool=params["parallel"])
     except Exception as error:  # pylint: disable=broad-except
@@ -378,15 +444,16 @@ def main():
         result.update(delete(batch, None if params["names"] is None else set(params["names"]), selector,
                              module.check_mode))
         result["changed"] = bool(result["deleted"])
-        if params["wait"] and result["deleted"] and not module.check_mode:
-            result["left"] = wait_gone(batch, result["deleted"], selector)
+        if params["wait"] and (result["deleted"] or result["going"]) and not module.check_mode:
+            result["left"] = wait_gone(batch, result["deleted"] + result["going"], selector)
         verb = "delete"
     result["requests"] = batch.requests
     if result["failures"]:
         done = result["created"] + result["found"] + result["deleted"]
-        module.fail_json(msg="pods_batch: %d request(s) to %s pods in %s failed: %s. %s" % (
+        module.fail_json(msg="pods_batch: %d request(s) to %s pods in %s failed: %s. %s%s" % (
             len(result["failures"]), verb, params["namespace"], failure_words(result["failures"], verb),
-            ("Done before and kept: %s." % ", ".join(done)) if done else "Nothing was done."), **result)
+            ("Done before and kept: %s." % ", ".join(done)) if done else "Nothing was done.",
+            (" Not tried after that: %d pod(s)." % len(result["not_tried"])) if result["not_tried"] else ""), **result)
     if result["left"]:
         module.fail_json(msg="pods_batch: %d deleted pod(s) still in %s after %s s: %s" % (
             len(result["left"]), params["namespace"], params["wait_timeout"], ", ".join(result["left"])), **result)

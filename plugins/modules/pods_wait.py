@@ -128,7 +128,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, NO_ANSWER, RETRYABLE, ApiAnswer, api_client,
-    auth_settings, path_of, request)
+    auth_settings, path_of, request, unsupported_settings)
 
 FINISHED = ("Succeeded", "Failed")
 
@@ -204,6 +204,9 @@ def main():
                              "0; got timeout=%s sleep=%s count=%s grace=%s request_timeout=%s" % (
                                  params["timeout"], params["sleep"], params["count"], params["grace"],
                                  params["request_timeout"]))
+    if unsupported_settings(os.environ):
+        module.fail_json(msg="pods_wait: %s set; this module does not take them (use a kubeconfig)" % ", ".join(
+            unsupported_settings(os.environ)))
     try:
         client = api_client(auth_settings(params, os.environ))
     except Exception as error:  # pylint: disable=broad-except

@@ -110,14 +110,38 @@ def test_a_pod_made_by_an_earlier_try_is_kept_and_another_owners_pod_is_named(mo
     monkeypatch.setattr(pb.time, "sleep", lambda _s: None)
     conflict = api_error(409, "AlreadyExists", 'pods "a" already exists')
     api = Api([conflict], existing={"a": pod("a", labels={"run": "1", "extra": "x"})})
-    assert pb.create(pb.Batch(PARAMS, api), [pod("a")], False) == {"created": [], "found": ["a"], "failures": []}
+    assert pb.create(pb.Batch(PARAMS, api), [pod("a")], False) == {"created": [], "found": ["a"], "failures": [],
+                                                                  "not_tried": []}
     assert api.requests == [("POST", "/api/v1/namespaces/smoke/pods", None), ("GET", "/api/v1/namespaces/smoke/pods/a", None)]
 
     api = Api([conflict], existing={"a": pod("a", labels={"run": "0"})})
     outcome = pb.create(pb.Batch(PARAMS, api), [pod("a")], False)
     assert outcome["created"] == [] and outcome["found"] == []
     assert outcome["failures"][0]["name"] == "a" and outcome["failures"][0]["status"] == 409
-    assert "other labels" in pb.failure_words(outcome["failures"], "create")
+    assert "a pod of that name is there, with the labels run=0" in pb.failure_words(outcome["failures"], "create")
+
+    # Deleted between the 409 and the read: created again. Being deleted: named with since when.
+    api = Api([conflict, {}])
+    assert pb.create(pb.Batch(PARAMS, api), [pod("a")], False)["created"] == ["a"]
+    going = pod("a", labels={"run": "0"})
+    going["metadata"]["deletionTimestamp"] = "2026-11-27T10:00:00Z"
+    outcome = pb.create(pb.Batch(PARAMS, Api([conflict], existing={"a": going})), [pod("a")], False)
+    assert "deleted since 2026-11-27T10:00:00Z, not gone yet" in pb.failure_words(outcome["failures"], "create")
+    # In check mode a 409 is a leftover the real run's delete step takes away first.
+    assert pb.create(pb.Batch(PARAMS, Api([conflict])), [pod("a")], True)["created"] == ["a"]
+
+
+def test_the_first_failure_for_good_stops_the_batch_and_alike_failures_are_named_together(monkeypatch):
+    monkeypatch.setattr(pb.time, "sleep", lambda _s: None)
+    forbidden = api_error(403, "Forbidden", 'pods is forbidden: User "ci" cannot create resource "pods"')
+    api = Api([forbidden])
+    outcome = pb.create(pb.Batch(dict(PARAMS, parallel=1), api), [pod(name) for name in "abcdefgh"], False)
+    assert [failure["name"] for failure in outcome["failures"]] == ["a"]
+    assert outcome["not_tried"] == list("bcdefgh") and len(api.requests) == 1
+    words = pb.failure_words([dict(name=name, status=403, reason="Forbidden", message="no", tries=1)
+                              for name in "abcdefg"] + [dict(name="z", status=500, reason="InternalError",
+                                                             message="etcd", tries=5)], "create")
+    assert words == "a, b, c, d, e and 2 more: HTTP 403 Forbidden: no; z: HTTP 500 InternalError: etcd (tried 5 times)"
 
 
 def test_creates_are_dry_runs_in_check_mode_and_go_to_the_module_namespace():
@@ -140,16 +164,43 @@ def test_deleting_by_label_is_one_list_and_one_deletecollection_and_by_name_one_
             return {}
 
     api = Lister([], existing={"a": {}, "b": {}})
-    assert pb.delete(pb.Batch(PARAMS, api), None, "run=1", False) == {"deleted": ["a", "b"], "failures": []}
+    assert pb.delete(pb.Batch(PARAMS, api), None, "run=1", False) == {
+        "deleted": ["a", "b"], "going": ["going"], "failures": [], "not_tried": []}
     assert api.requests == [("GET", "/api/v1/namespaces/smoke/pods", {"labelSelector": "run=1"}),
                             ("DELETE", "/api/v1/namespaces/smoke/pods", {"labelSelector": "run=1"})]
     api = Lister([], existing={"a": {}, "b": {}})
-    assert pb.delete(pb.Batch(PARAMS, api), {"b", "c", "going"}, "", False) == {"deleted": ["b"], "failures": []}
+    assert pb.delete(pb.Batch(PARAMS, api), {"b", "c", "going"}, "", False) == {
+        "deleted": ["b"], "going": ["going"], "failures": [], "not_tried": []}
     assert api.requests == [("GET", "/api/v1/namespaces/smoke/pods", None),
                             ("DELETE", "/api/v1/namespaces/smoke/pods/b", None)]
     api = Lister([], existing={"a": {}})
-    assert pb.delete(pb.Batch(PARAMS, api), None, "run=1", True) == {"deleted": ["a"], "failures": []}
+    assert pb.delete(pb.Batch(PARAMS, api), None, "run=1", True)["deleted"] == ["a"]
     assert [method for method, _path, _query in api.requests] == ["GET"]
+
+
+def test_deleting_by_label_where_deletecollection_is_forbidden_deletes_each_pod():
+    class OnlyDelete(Api):
+        def __call__(self, method, path, query, body, timeout):
+            self.requests.append((method, path, query))
+            if method == "GET":
+                return {"items": [pod(name) for name in self.existing]}
+            if path.endswith("/pods"):
+                raise api_error(403, "Forbidden", 'pods is forbidden: cannot deletecollection resource "pods"')
+            return {}
+
+    api = OnlyDelete([], existing={"a": {}, "b": {}})
+    assert pb.delete(pb.Batch(PARAMS, api), None, "run=1", False)["deleted"] == ["a", "b"]
+    assert sorted(api.requests[2:]) == [("DELETE", "/api/v1/namespaces/smoke/pods/a", None),
+                                        ("DELETE", "/api/v1/namespaces/smoke/pods/b", None)]
+
+
+def test_connection_settings_take_both_of_kubernetes_cores_names_and_refuse_what_they_cannot_do():
+    assert k8s_client.auth_settings({}, {"K8S_AUTH_VALIDATE_CERTS": "no", "K8S_AUTH_CA_CERT": "/ca.pem"}) == {
+        "validate_certs": False, "ca_cert": "/ca.pem"}
+    assert k8s_client.unsupported_settings({"K8S_AUTH_PROXY": "http://proxy:3128", "K8S_AUTH_HOST": "h",
+                                            "K8S_AUTH_IMPERSONATE_USER": ""}) == ["K8S_AUTH_PROXY"]
+    # Retry-After read whatever the case of the header's name.
+    assert k8s_client.retry_after(k8s_client.ApiAnswer(429, "TooManyRequests", "", {"retry-after": "3"}), 2.0) == 3.0
 
 
 def test_failures_are_named_with_the_answer_and_the_tries():
