@@ -110,8 +110,8 @@ def test_a_pod_made_by_an_earlier_try_is_kept_and_another_owners_pod_is_named(mo
     monkeypatch.setattr(pb.time, "sleep", lambda _s: None)
     conflict = api_error(409, "AlreadyExists", 'pods "a" already exists')
     api = Api([conflict], existing={"a": pod("a", labels={"run": "1", "extra": "x"})})
-    assert pb.create(pb.Batch(PARAMS, api), [pod("a")], False) == {"created": [], "found": ["a"], "failures": [],
-                                                                  "not_tried": []}
+    expected = {"created": [], "found": ["a"], "failures": [], "not_tried": []}
+    assert pb.create(pb.Batch(PARAMS, api), [pod("a")], False) == expected
     assert api.requests == [("POST", "/api/v1/namespaces/smoke/pods", None), ("GET", "/api/v1/namespaces/smoke/pods/a", None)]
 
     api = Api([conflict], existing={"a": pod("a", labels={"run": "0"})})
