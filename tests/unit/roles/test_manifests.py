@@ -64,9 +64,10 @@ def _render(role, template, overrides):
     variables.update(overrides)
     with open(os.path.join(ROLES, role, "templates", template)) as handle:
         text = Templar(loader=loader, variables=variables).template(trust_as_template(handle.read()))
-    # YAML documents, or one JSON list of objects (gpu_smoke_test's pods).
+    # YAML documents, or one JSON list of objects (gpu_smoke_test's pods), which ansible-core 2.16 and 2.17
+    # may already have turned into a list.
     docs = []
-    for doc in yaml.safe_load_all(text):
+    for doc in ([text] if isinstance(text, list) else yaml.safe_load_all(text)):
         docs.extend(doc if isinstance(doc, list) else [doc] if doc else [])
     return docs
 
