@@ -483,12 +483,14 @@ class Cluster:
             return created
 
     def update(self, res, namespace, name, obj, dry_run=False, manager=None, subresource=None,
-               field_validation="Warn", warnings=None, tracked=False, internal=False):
-        """PUT semantics on the main resource or the status subresource."""
+               field_validation="Warn", warnings=None, tracked=False, internal=False, copy_back=True):
+        """PUT semantics on the main resource or the status subresource. ``copy_back`` false: a controller that
+        does not read the result gets None instead of a copy of the stored object."""
         warnings = [] if warnings is None else warnings
         if internal and subresource == "status":
-            # A controller's status write uses only the metadata and status of what it passes.
-            obj = dict(obj, metadata=copy.deepcopy(obj.get("metadata") or {}), status=copy.deepcopy(obj.get("status")))
+            # A controller's status write uses only the metadata and status of what it passes; of the
+            # metadata, only its top-level keys are read or set below before it is replaced.
+            obj = dict(obj, metadata=dict(obj.get("metadata") or {}), status=copy.deepcopy(obj.get("status")))
         else:
             obj = copy.deepcopy(obj)
         with self.lock:
@@ -514,9 +516,10 @@ class Cluster:
             if "status" in res.subresources:
                 if subresource == "status":
                     status = obj.get("status")
-                    # The stored object with the new status; only its metadata is changed below, so
-                    # the rest is shared with the stored one (stored objects are never changed in place).
-                    obj = dict(old, metadata=copy.deepcopy(old["metadata"]))
+                    # The stored object with the new status; only top-level keys of its metadata are set
+                    # below (managedFields, resourceVersion), so the rest is shared with the stored one
+                    # (stored objects are never changed in place).
+                    obj = dict(old, metadata=dict(old["metadata"]))
                     obj["status"] = status if status is not None else {}
                     meta = obj["metadata"]
                 else:
@@ -548,11 +551,11 @@ class Cluster:
                 if expect_rv not in (None, "") and expect_rv != old["metadata"]["resourceVersion"]:
                     from .store import conflict
                     raise conflict(res, name)
-                return copy.deepcopy(old)
+                return copy.deepcopy(old) if copy_back else None
             if dry_run:
                 obj["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
                 return copy.deepcopy(obj)
-            return self.store.replace(res, obj, expect_rv)
+            return self.store.replace(res, obj, expect_rv, copy_back)
 
     @staticmethod
     def _delete_during_update(res, obj, old):

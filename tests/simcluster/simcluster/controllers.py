@@ -147,14 +147,16 @@ class Controllers:
         self.ds_settled = {}
 
     # ------------------------------------------------------------ helpers
-    def _set_status(self, res, obj, status, component):
+    def _set_status(self, res, obj, status, component, copy_back=False):
+        """Write ``status``; with ``copy_back``, return the object as stored (else ``obj`` when nothing was
+        written, None when it was)."""
         if obj.get("status") == status:
             return obj
         meta = obj["metadata"]
         try:
             return self.cluster.update(res, meta.get("namespace", ""), meta["name"],
                                        dict(obj, status=status), manager=component, subresource="status",
-                                       internal=True)
+                                       internal=True, copy_back=copy_back)
         except ApiError:
             return obj
 
@@ -223,7 +225,7 @@ class Controllers:
                                     "lastHeartbeatTime": heartbeat, "lastTransitionTime": stamp})
                 if new != status.get("conditions"):
                     node = self._set_status(NODES, node, dict(status, conditions=new),
-                                            "kubelet" if not away else "node-controller")
+                                            "kubelet" if not away else "node-controller", copy_back=True)
             ready = next((c["status"] for c in node["status"].get("conditions") or [] if c["type"] == "Ready"),
                          None)
             self._node_taints(node, ready, monitor)
@@ -398,7 +400,7 @@ class Controllers:
                 if old["status"] != value:
                     old["lastTransitionTime"] = stamp
                 old.update(status=value, reason=reason, message=message)
-        ns = self._set_status(NAMESPACES, ns, status, "kube-controller-manager")
+        ns = self._set_status(NAMESPACES, ns, status, "kube-controller-manager", copy_back=True)
         if estimate or errors or self.store.peek(NAMESPACES, "", name) is None:
             return
         # The content is gone: finalize, removing this controller's token from spec.finalizers.

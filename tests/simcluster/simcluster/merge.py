@@ -16,6 +16,7 @@
 """
 
 import copy
+import functools
 import json
 
 from .resources import SET_LISTS, merge_keys
@@ -251,6 +252,14 @@ def leaf_paths(tree, prefix=()):
 
 
 def to_tree(paths):
+    """The fieldsV1 tree of a set of leaf paths. Trees are never changed in place once built (an entry
+    gets a new one), so one tree is shared by the entries of the same fields: the kubelet's status
+    writes of a thousand pods of one shape build it once."""
+    return _tree_of(frozenset(paths))
+
+
+@functools.lru_cache(maxsize=4096)
+def _tree_of(paths):
     tree = {}
     for path in sorted(paths):
         node = tree
@@ -431,7 +440,8 @@ def track_update(old, new, manager, api_version, timestamp, subresource=None):
     old_paths = leaf_paths(_fields_for(section(old), subresource))
     changed = {p for p in new_paths if value_at(old, p) != value_at(new, p)}
     removed = old_paths - new_paths
-    managed = copy.deepcopy((old.get("metadata") or {}).get("managedFields") or [])
+    # Only each entry's fieldsV1 is set below: a copy of each entry is enough.
+    managed = [dict(entry) for entry in (old.get("metadata") or {}).get("managedFields") or []]
     entries, mine = [], set()
     for entry in managed:
         paths = _entry_paths(entry)

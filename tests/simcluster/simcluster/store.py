@@ -175,8 +175,9 @@ class Store:
             self._record(res, "ADDED", obj, None)
             return copy.deepcopy(obj)
 
-    def replace(self, res, obj, expect_rv=None):
-        """Store obj in place of the current object; no write when nothing changed."""
+    def replace(self, res, obj, expect_rv=None, copy_back=True):
+        """Store obj in place of the current object; no write when nothing changed. The caller gets a copy of
+        the stored object, or None without ``copy_back``."""
         with self.lock:
             meta = obj["metadata"]
             key = (meta.get("namespace", "") if res.namespaced else "", meta["name"])
@@ -187,12 +188,12 @@ class Store:
                 raise conflict(res, meta["name"])
             meta["resourceVersion"] = old["metadata"]["resourceVersion"]
             if obj == old:
-                return copy.deepcopy(old)
+                return copy.deepcopy(old) if copy_back else None
             meta["resourceVersion"] = str(self._next_rv())
             # As in create: obj becomes the stored object, the caller gets a copy.
             self._put(res, key, obj)
             self._record(res, "MODIFIED", obj, old)
-            return copy.deepcopy(obj)
+            return copy.deepcopy(obj) if copy_back else None
 
     def delete(self, res, namespace, name):
         with self.lock:
@@ -202,7 +203,9 @@ class Store:
                 raise not_found(res, name)
             gone = dict(old, metadata=dict(old["metadata"], resourceVersion=str(self._next_rv())))
             self._record(res, "DELETED", gone, None)
-            return copy.deepcopy(gone)
+            # No longer stored, and shared only with the log, which no one changes: the callers (the
+            # API's answer, controllers that drop it) only read it, so it needs no copy of its own.
+            return gone
 
     def events_since(self, rv, keys):
         """Changes after rv for the given resource keys; raises 410 when history is gone."""
