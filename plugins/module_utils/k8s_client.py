@@ -225,15 +225,3 @@ def certificate_refused(error):
         return False
     reason = getattr(error, "reason", None)
     return isinstance(error, urllib3.exceptions.SSLError) or isinstance(reason, urllib3.exceptions.SSLError)
-
-
-def drop_paths(item, paths):
-    """``item`` without the dotted ``paths`` (metadata.managedFields), each taken out where it is."""
-    for path in paths:
-        parts = path.split(".")
-        here = item
-        for part in parts[:-1]:
-            here = here.get(part) if isinstance(here, dict) else None
-        if isinstance(here, dict):
-            here.pop(parts[-1], None)
-    return item

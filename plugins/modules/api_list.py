@@ -42,8 +42,16 @@ options:
     type: list
     elements: str
     default: []
+  keep:
+    description:
+      - Dotted paths of the only fields kept of every object (C(metadata.name), C(status.allocatable)), with what
+        leads to them; a list on the way keeps every entry, each cut the same way (C(spec.containers.resources)
+        keeps each container's C(resources)). A path an object lacks is left out of it.
+      - For lists that grow with the fleet, of which a role reads a few fields. Without it, every field is kept.
+    type: list
+    elements: str
   drop:
-    description: Dotted paths of fields left out of every object.
+    description: Dotted paths of fields left out of every object (after O(keep)).
     type: list
     elements: str
     default: [metadata.managedFields]
@@ -84,6 +92,12 @@ EXAMPLES = r"""
     resource: nodes
   register: nodes
 
+- name: Read each Node's name, allocatable resources and conditions only
+  gpufleet.nvidia.api_list:
+    resource: nodes
+    keep: [metadata.name, status.allocatable, status.conditions]
+  register: nodes
+
 - name: Read the pods bound to a node that have not finished, in every namespace
   gpufleet.nvidia.api_list:
     resource: pods
@@ -96,7 +110,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 resources:
-  description: The objects, as the API wrote them, less O(drop).
+  description: The objects, as the API wrote them, with only O(keep) when given, less O(drop).
   returned: success
   type: list
   elements: dict
@@ -119,8 +133,9 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
-    AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, Requests, api_client, auth_settings, drop_paths,
-    path_of, request, unsupported_settings)
+    AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, Requests, api_client, auth_settings, path_of,
+    request, unsupported_settings)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.dotted import drop_paths, keep_paths
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
@@ -144,6 +159,7 @@ def main():
             namespace=dict(type="str"),
             label_selectors=dict(type="list", elements="str", default=[]),
             field_selectors=dict(type="list", elements="str", default=[]),
+            keep=dict(type="list", elements="str"),
             drop=dict(type="list", elements="str", default=["metadata.managedFields"]),
             retries=dict(type="int", default=4),
             delay=dict(type="float", default=2.0),
@@ -179,7 +195,7 @@ def main():
             path, ("?" + "&".join("%s=%s" % item for item in sorted(query.items()))) if query else "",
             ("HTTP %s %s: %s" % failure) if failure[0] else failure[2], tries, "" if tries == 1 else "s"),
             status=failure[0], reason=failure[1], requests=requests.requests)
-    items = [drop_paths(item, params["drop"]) for item in answer.get("items") or []]
+    items = [drop_paths(keep_paths(item, params["keep"]), params["drop"]) for item in answer.get("items") or []]
     module.exit_json(changed=False, resources=items, api_version=answer.get("apiVersion"),
                      resource_version=(answer.get("metadata") or {}).get("resourceVersion"),
                      requests=requests.requests)

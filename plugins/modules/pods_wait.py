@@ -54,6 +54,13 @@ options:
     description: Seconds between two looks.
     type: float
     default: 2.0
+  keep:
+    description:
+      - Dotted paths of the only fields of each pod returned in RV(resources) (C(metadata.name), C(status)), with
+        what leads to them; a list on the way keeps every entry, each cut the same way. Without it, the whole pods,
+        less C(metadata.managedFields). The wait itself reads the whole pods.
+    type: list
+    elements: str
 attributes:
   check_mode:
     description: Can run in check mode.
@@ -88,7 +95,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 resources:
-  description: The pods as last read (the same shape as kubernetes.core.k8s_info's C(resources)).
+  description: The pods as last read (the same shape as kubernetes.core.k8s_info's C(resources)), with only O(keep)
+    when given, less C(metadata.managedFields).
   returned: always
   type: list
   elements: dict
@@ -129,6 +137,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, NO_ANSWER, RETRYABLE, ApiAnswer, api_client,
     auth_settings, path_of, request, unsupported_settings)
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.dotted import drop_paths, keep_paths
 
 FINISHED = ("Succeeded", "Failed")
 
@@ -192,6 +201,7 @@ def main():
             count=dict(type="int", default=1),
             timeout=dict(type="int", default=300),
             sleep=dict(type="float", default=2.0),
+            keep=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
@@ -247,6 +257,7 @@ def main():
         if done or time.monotonic() >= deadline:
             break
         time.sleep(min(params["sleep"], max(deadline - time.monotonic(), 0)))
+    pods = [drop_paths(keep_paths(pod, params["keep"]), ["metadata.managedFields"]) for pod in pods]
     module.exit_json(changed=False, resources=pods, nodes_not_ready=down, finished=finished,
                      timed_out=not done, waited=round(time.monotonic() - start, 1), looks=looks, api_errors=errors)
 

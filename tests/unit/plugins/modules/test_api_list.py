@@ -5,7 +5,7 @@ simulated cluster in molecule gpu_cluster (the smoke test's and the device plugi
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.module_utils import k8s_client
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import dotted
 from ansible_collections.gpufleet.nvidia.plugins.modules import api_list
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module
 
@@ -25,8 +25,43 @@ def test_names_the_api_could_not_have_are_refused():
 def test_dropped_fields_go_where_they_are_and_the_rest_stays():
     node = {"metadata": {"name": "gpu-a", "managedFields": [{"manager": "kubelet"}], "labels": {"a": "b"}},
             "status": {"images": [{"names": ["x"]}], "allocatable": {"nvidia.com/gpu": "8"}}}
-    assert k8s_client.drop_paths(node, ["metadata.managedFields", "status.images", "spec.taints", "nowhere.at.all"]) == {
+    assert dotted.drop_paths(node, ["metadata.managedFields", "status.images", "spec.taints", "nowhere.at.all"]) == {
         "metadata": {"name": "gpu-a", "labels": {"a": "b"}}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}}
+
+
+POD = {
+    "metadata": {"name": "train-0", "namespace": "ml", "labels": {"app": "train"}, "managedFields": [{"manager": "x"}]},
+    "spec": {"nodeName": "gpu-a", "volumes": [{"name": "data"}],
+             "containers": [{"name": "main", "image": "cuda", "resources": {"limits": {"nvidia.com/gpu": "2"}}},
+                            {"name": "log", "image": "busybox"}],
+             "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}],
+             "tolerations": ["not-a-mapping"]},
+    "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+}
+
+
+def test_kept_paths_keep_only_those_fields_and_cut_each_entry_of_a_list_on_the_way():
+    kept = dotted.keep_paths(POD, ["metadata.name", "metadata.labels", "spec.nodeName", "spec.containers.resources",
+                                   "spec.initContainers.restartPolicy", "spec.tolerations.key", "status.phase",
+                                   "status.phase.deeper", "spec.missing.path"])
+    assert kept == {
+        "metadata": {"name": "train-0", "labels": {"app": "train"}},
+        # Every container stays, each with its resources only (one without has none to keep).
+        "spec": {"nodeName": "gpu-a", "containers": [{"resources": {"limits": {"nvidia.com/gpu": "2"}}}, {}],
+                 "initContainers": [{"restartPolicy": "Always"}],
+                 # An entry that is no mapping stays as it is.
+                 "tolerations": ["not-a-mapping"]},
+        "status": {"phase": "Running"},
+    }
+    # The object read is not changed.
+    assert POD["metadata"]["managedFields"] and POD["spec"]["volumes"]
+
+
+def test_a_kept_field_keeps_all_below_it_whichever_path_comes_first():
+    assert dotted.keep_paths(POD, ["status", "status.phase"]) == {"status": POD["status"]}
+    assert dotted.keep_paths(POD, ["status.phase", "status"]) == {"status": POD["status"]}
+    assert dotted.keep_paths(POD, None) is POD
+    assert dotted.keep_paths(POD, []) == {}
 
 
 def test_a_bad_resource_is_named_before_any_request(capsys):
