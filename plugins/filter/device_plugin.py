@@ -20,6 +20,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.inventory.manager import split_host_pattern
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.dotted import keep_paths
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -455,7 +456,7 @@ def _gathered_by_host(gathered):
     return by_host
 
 
-def fleet_nodes(hosts, hostvars, limit=None, gathered=None):
+def fleet_nodes(hosts, hostvars, limit=None, gathered=None, keep=None):
     """Inventory hosts -> [{host, node, facts, resource, gather, excluded}]: the Kubernetes node name
     is the host's ``gpufleet_node_name`` (else its inventory name), facts its ``ansible_facts['nvidia']``
     (None when not gathered), resource the MIG resource gpu_mig set for it (``gpu_mig_resource``,
@@ -468,7 +469,8 @@ def fleet_nodes(hosts, hostvars, limit=None, gathered=None):
     once any host of the list does, a host without one has only a fact cache's facts. A host
     inside the limit without facts of this run is to be read (``gather``) unless ``gathered``
     (the results of that read, a delegated nvml_facts loop) says how it went: read, or
-    ``excluded`` as unreachable or unreadable.
+    ``excluded`` as unreachable or unreadable. ``keep``: dotted paths of the only facts kept
+    (``gpus.uuid``: each GPU's UUID), for a role that carries a thousand hosts' facts from task to task.
     """
     rows = []
     hosts = list(hosts or [])
@@ -490,6 +492,8 @@ def fleet_nodes(hosts, hostvars, limit=None, gathered=None):
             facts, gather = None, True
         elif facts is None:
             gather = True
+        if keep is not None and isinstance(facts, dict):
+            facts = keep_paths(facts, keep)
         rows.append({"host": host, "node": variables.get("gpufleet_node_name") or host, "facts": facts,
                      "resource": variables.get("gpu_mig_resource") or None, "gather": gather,
                      "excluded": excluded})

@@ -61,7 +61,10 @@ def smi_list_devices(text):
 
 
 def facts_uuids(facts):
-    """Every GPU and MIG device UUID in a host's ``ansible_facts['nvidia']``."""
+    """Every GPU and MIG device UUID in a host's ``ansible_facts['nvidia']``, or in the plan's summary of
+    them (plan_facts)."""
+    if isinstance((facts or {}).get("uuids"), list):
+        return list(facts["uuids"])
     uuids = []
     for gpu in (facts or {}).get("gpus") or []:
         if gpu.get("uuid"):
@@ -184,23 +187,22 @@ def _pod_conditions(pod):
 
 
 def plan_facts(facts):
-    """What the plan keeps of a host's ``ansible_facts['nvidia']``: what smoke_verdict, the device count and
-    the report read (state, driver and CUDA versions, each GPU's name and UUID, its MIG mode and devices'
-    UUIDs). A node's whole facts run to about 10 kB; a thousand nodes' plan is carried through every task
-    of the run, and this tenth of it is what they read."""
+    """What the plan keeps of a host's ``ansible_facts['nvidia']``: what smoke_verdict and the report read, as
+    {state, driver_version, cuda_driver_version, uuids (every GPU and MIG device UUID), gpus (the report's
+    'N x name' words)}. A node's whole facts run to about 10 kB; a thousand nodes' plan is carried through
+    every task of the run, and each object in it costs Ansible time in each of them."""
     facts = facts or {}
     if not facts:
         return {}
     slim = dict((key, facts[key]) for key in ("state", "driver_version", "cuda_driver_version") if key in facts)
-    gpus = []
-    for gpu in facts.get("gpus") or []:
-        mig = gpu.get("mig") or {}
-        gpus.append({"name": gpu.get("name"), "uuid": gpu.get("uuid"),
-                     "mig": {"current_mode": mig.get("current_mode"),
-                             "devices": [{"uuid": device.get("uuid")} for device in mig.get("devices") or []]}})
-    if "gpus" in facts:
-        slim["gpus"] = gpus
+    slim["uuids"] = facts_uuids(facts)
+    slim["gpus"] = _gpus_words(facts.get("gpus") or [])
     return slim
+
+
+def _gpus_words(gpus):
+    names = sorted(set(gpu.get("name") or "unknown" for gpu in gpus))
+    return "%d x %s" % (len(gpus), ", ".join(names)) if gpus else "0"
 
 
 def smoke_verdict(pod, facts, expected_devices=None, log=None, marker=None):
@@ -566,10 +568,9 @@ def pods_needing_logs(pods, nodes_not_ready=None):
 
 def _row(entry):
     facts = entry.get("facts") or {}
-    gpus = facts.get("gpus") or []
-    names = sorted(set(gpu.get("name") or "unknown" for gpu in gpus))
+    gpus = facts.get("gpus")
     return {"host": entry.get("host"), "node": entry.get("node"),
-            "gpus": "%d x %s" % (len(gpus), ", ".join(names)) if gpus else "0",
+            "gpus": gpus if isinstance(gpus, str) else _gpus_words(gpus or []),
             "driver": facts.get("driver_version"), "cuda": facts.get("cuda_driver_version"),
             "allocatable": entry.get("allocatable"), "ok": None, "tested": True, "verdict": "not run", "detail": []}
 
@@ -584,10 +585,16 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     reason as the verdict.
     """
     rows = []
+    # Each stage's verdicts by node, the first of a node where there are several.
+    by_node = {}
+    for stage in stages:
+        by_node[stage] = {}
+        for verdict in (results or {}).get(stage) or []:
+            by_node[stage].setdefault(verdict.get("node"), verdict)
     for entry in plan or []:
         row = _row(entry)
         for stage in stages:
-            verdict = next((r for r in (results or {}).get(stage) or [] if r.get("node") == entry.get("node")), None)
+            verdict = by_node[stage].get(entry.get("node"))
             if verdict is None:
                 continue
             if not verdict["ok"]:

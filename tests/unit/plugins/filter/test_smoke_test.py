@@ -5,12 +5,16 @@
 from __future__ import annotations
 
 import copy
+import json
+import os
 
 import pytest
+import yaml
 
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter import smoke_test as st
+from ansible_collections.gpufleet.nvidia.plugins.module_utils import dotted
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_smi import list_section
@@ -575,3 +579,40 @@ def test_a_pod_on_a_node_that_stopped_being_ready_is_judged_by_that_node():
     assert st.pods_needing_logs(pods, down) == []
     assert st.pods_needing_logs(pods) == [plan[1]["pods"]["nvidia-smi"]]
     assert st.pods_needing_logs([dict(pods[1], spec={})]) == []
+
+
+# ---- what the role keeps of a thousand hosts' facts ------------------------------------
+def role_vars():
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "gpu_smoke_test", "vars", "main.yml")
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def test_the_facts_the_role_keeps_plan_judge_and_report_as_the_whole_facts_do():
+    # The role keeps only __gpu_smoke_test_fact_paths of each host's facts (fleet_nodes keep=): a path
+    # missing there would change a plan, a verdict, the CUDA check or the report, and this says which.
+    paths = role_vars()["__gpu_smoke_test_fact_paths"]
+    whole = fleet() + sick_fleet()
+    kept = [dict(entry, facts=dotted.keep_paths(entry["facts"], paths)) for entry in whole]
+    assert len(json.dumps(kept)) < len(json.dumps(whole)) / 3
+    for skip in (True, False):
+        assert st.smoke_plan(kept, SICK_NODES, "nvidia.com/gpu", "all", skip_unhealthy=skip) == \
+            st.smoke_plan(whole, SICK_NODES, "nvidia.com/gpu", "all", skip_unhealthy=skip)
+    by_node = dict((entry["node"], entry["facts"]) for entry in kept)
+    assert st.cuda_shortfalls(by_node, "99.0", "img:1") == \
+        st.cuda_shortfalls(dict((entry["node"], entry["facts"]) for entry in whole), "99.0", "img:1")
+    assert len(st.cuda_shortfalls(by_node, "99.0", "img:1")) == len(by_node)
+
+
+def test_the_plan_carries_each_nodes_uuids_and_gpus_and_judges_by_them():
+    plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one")["plan"]
+    mig = plan[1]["facts"]
+    assert mig["uuids"] == st.facts_uuids(H100_MIG) and len(mig["uuids"]) > 1
+    assert mig["gpus"] == "1 x NVIDIA H100 80GB HBM3" and "health" not in mig
+    lines = list_section(H100_MIG_CAPTURE).splitlines()
+    seen = pod("Succeeded", "\n".join([lines[0], lines[2]]), name="gpufleet-smoke-nvidia-smi-node-b")
+    stranger = pod("Succeeded", "GPU 0: NVIDIA H100 (UUID: GPU-11111111-2222-3333-4444-555555555555)",
+                   name="gpufleet-smoke-nvidia-smi-node-a")
+    verdicts = st.smoke_stage_verdicts(plan, [seen, stranger], stage="nvidia-smi")
+    assert [(v["node"], v["ok"]) for v in verdicts] == [("node-a", False), ("node-b", True)]
+    assert "GPU-11111111-2222-3333-4444-555555555555" in verdicts[0]["reason"]
