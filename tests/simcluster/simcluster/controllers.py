@@ -145,6 +145,8 @@ class Controllers:
         self.evictions = {}
         # DaemonSet uid -> the resourceVersions its last pass read, when that pass wrote nothing.
         self.ds_settled = {}
+        # Node name -> its resourceVersion when node_lifecycle's last pass over it wrote nothing.
+        self.nodes_settled = {}
 
     # ------------------------------------------------------------ helpers
     def _set_status(self, res, obj, status, component, copy_back=False):
@@ -197,38 +199,55 @@ class Controllers:
             away = self.kubelet_away(name)
             if not away or name not in self.heartbeats:
                 self.heartbeats[name] = now
-            # The status is copied (shallowly: _set_status's update copies it) only to be written.
-            status = node["status"]
-            conditions = {c["type"]: c for c in status.get("conditions") or []}
-            wanted = None
-            if not away:
-                # The kubelet posts its conditions.
-                wanted = [("MemoryPressure", "False", "KubeletHasSufficientMemory",
-                           "kubelet has sufficient memory available"),
-                          ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                          ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-                          ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
-            elif monitor and now - self.heartbeats[name] > self.timing["nodeMonitorGracePeriod"]:
-                wanted = [(t, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
-                          for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")]
-            if wanted:
-                new = []
-                for ctype, value, reason, message in wanted:
-                    old = conditions.get(ctype)
-                    if old and old["status"] == value and old["reason"] == reason:
-                        new.append(old)
-                    else:
-                        stamp = now_rfc3339()
-                        # The controller keeps the last heartbeat it saw; the kubelet stamps its own.
-                        heartbeat = old.get("lastHeartbeatTime", stamp) if old and value == "Unknown" else stamp
-                        new.append({"type": ctype, "status": value, "reason": reason, "message": message,
-                                    "lastHeartbeatTime": heartbeat, "lastTransitionTime": stamp})
-                if new != status.get("conditions"):
-                    node = self._set_status(NODES, node, dict(status, conditions=new),
-                                            "kubelet" if not away else "node-controller", copy_back=True)
-            ready = next((c["status"] for c in node["status"].get("conditions") or [] if c["type"] == "Ready"),
-                         None)
-            self._node_taints(node, ready, monitor)
+            # A node whose kubelet runs, which the last pass left as it was, gets the same conditions and
+            # taints again (nothing else they depend on changes while its kubelet runs): passed over
+            # until the node is written. Not one still tainted unreachable: the controller's next
+            # monitor pass takes the NoExecute taint away.
+            seen = node["metadata"]["resourceVersion"]
+            if not away and self.nodes_settled.get(name) == seen:
+                continue
+            before = self.store.rv
+            self._node_lifecycle(node, name, away, now, monitor)
+            if not away and self.store.rv == before and not any(
+                    taint.get("key") == "node.kubernetes.io/unreachable" for taint in node["spec"].get("taints") or []):
+                self.nodes_settled[name] = seen
+            else:
+                self.nodes_settled.pop(name, None)
+
+    def _node_lifecycle(self, node, name, away, now, monitor):
+        """One node's pass of node_lifecycle."""
+        # The status is copied (shallowly: _set_status's update copies it) only to be written.
+        status = node["status"]
+        conditions = {c["type"]: c for c in status.get("conditions") or []}
+        wanted = None
+        if not away:
+            # The kubelet posts its conditions.
+            wanted = [("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                       "kubelet has sufficient memory available"),
+                      ("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                      ("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                      ("Ready", "True", "KubeletReady", "kubelet is posting ready status")]
+        elif monitor and now - self.heartbeats[name] > self.timing["nodeMonitorGracePeriod"]:
+            wanted = [(t, "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
+                      for t in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")]
+        if wanted:
+            new = []
+            for ctype, value, reason, message in wanted:
+                old = conditions.get(ctype)
+                if old and old["status"] == value and old["reason"] == reason:
+                    new.append(old)
+                else:
+                    stamp = now_rfc3339()
+                    # The controller keeps the last heartbeat it saw; the kubelet stamps its own.
+                    heartbeat = old.get("lastHeartbeatTime", stamp) if old and value == "Unknown" else stamp
+                    new.append({"type": ctype, "status": value, "reason": reason, "message": message,
+                                "lastHeartbeatTime": heartbeat, "lastTransitionTime": stamp})
+            if new != status.get("conditions"):
+                node = self._set_status(NODES, node, dict(status, conditions=new),
+                                        "kubelet" if not away else "node-controller", copy_back=True)
+        ready = next((c["status"] for c in node["status"].get("conditions") or [] if c["type"] == "Ready"),
+                     None)
+        self._node_taints(node, ready, monitor)
 
     def _node_taints(self, node, ready, monitor):
         name = node["metadata"]["name"]
