@@ -53,7 +53,14 @@ for, so the figures would measure the simulator rather than the roles. The
 later tick delays what the simulated kubelets do by at most 0.25 s. The
 device plugin role polls with `delay: 5` and the smoke test's wait every 2 s,
 which puts a floor under each wait, also for one node.
-Run with `make bench-cluster` (BENCH_CLUSTER_ARGS="--nodes 1,300,1000 --forks 8 --tick 0.25 --out PATH").
+The speed of this machine moves by a quarter from one minute to the next (the same
+run took 27 s and 38 s within half an hour), and the sizes are measured one
+after the other: a ratio of one size measured in a slow minute to another
+measured in a fast one says more about the machine than about the roles. So
+every size is measured --rounds times (default 2), the sizes in turn within a
+round, and each figure is the median of its rounds (with two, their mean); each
+round's wall times are printed beside it.
+Run with `make bench-cluster` (BENCH_CLUSTER_ARGS="--nodes 1,300,1000 --rounds 2 --forks 8 --tick 0.25 --out PATH").
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ import re
 import resource
 import ssl
 import subprocess
+import statistics
 import sys
 import tempfile
 import time
@@ -377,8 +385,8 @@ def copy_facts(cache, names):
             raise SystemExit("the cached facts of %s do not list its Node's GPUs" % name)
 
 
-def measure(count, forks, tick, root):
-    workdir = os.path.join(root, "n%d" % count)
+def measure(count, forks, tick, root, round_no=0):
+    workdir = os.path.join(root, "n%d-r%d" % (count, round_no + 1))
     os.makedirs(os.path.join(workdir, "tmp"))
     prepare(workdir, node_names(count), tick)
     started = time.monotonic()
@@ -398,6 +406,20 @@ def measure(count, forks, tick, root):
     for part in PARTS:
         result[part]["requests_per_node"] = round(result[part]["requests"] / float(count), 2)
         result[part]["by_pattern"] = by_pattern(result[part].pop("by_path"))
+    return result
+
+
+def combine(rounds):
+    """One size's rounds as one result: each time and CPU figure the median of the rounds, each round's wall
+    time kept (``rounds_wall_s``); requests and slowest tasks of the last round."""
+    result = json.loads(json.dumps(rounds[-1]))
+    result["rounds"] = len(rounds)
+    for part in PARTS + ("floor",):
+        for key in ("wall_s", "controller_cpu_s", "server_cpu_s"):
+            values = [one[part][key] for one in rounds if key in one[part]]
+            if values:
+                result[part][key] = round(statistics.median(values), 2)
+        result[part]["rounds_wall_s"] = [one[part]["wall_s"] for one in rounds]
     return result
 
 
@@ -422,17 +444,19 @@ def report(results, timing, forks, load):
     print("forks=%d for the set-up; %d CPUs shared by the controller and the simulator; load average before %s, "
           "after %s" % (forks, os.cpu_count(), load, "/".join("%.1f" % value for value in os.getloadavg())))
     print("")
-    print("%-14s %6s %9s %9s %10s %10s %9s" % ("part", "nodes", "wall s", "requests", "req/node", "ctl CPU s",
-                                               "sim CPU s"))
+    print("%-14s %6s %9s %9s %10s %10s %9s  %s" % ("part", "nodes", "wall s", "requests", "req/node", "ctl CPU s",
+                                                   "sim CPU s", "wall s of each round"))
     for part in PARTS:
         for result in results:
             figures = result[part]
-            print("%-14s %6d %9.1f %9d %10.2f %10.1f %9.1f" % (
+            print("%-14s %6d %9.1f %9d %10.2f %10.1f %9.1f  %s" % (
                 part, result["nodes"], figures["wall_s"], figures["requests"], figures["requests_per_node"],
-                figures["controller_cpu_s"], figures["server_cpu_s"]))
+                figures["controller_cpu_s"], figures["server_cpu_s"],
+                " / ".join("%.1f" % value for value in figures.get("rounds_wall_s", []))))
     for result in results:
-        print("%-14s %6d %9.1f %9s %10s %10.1f %9s" % ("playbook floor", result["nodes"], result["floor"]["wall_s"],
-                                                       "-", "-", result["floor"]["controller_cpu_s"], "-"))
+        print("%-14s %6d %9.1f %9s %10s %10.1f %9s  %s" % (
+            "playbook floor", result["nodes"], result["floor"]["wall_s"], "-", "-", result["floor"]["controller_cpu_s"],
+            "-", " / ".join("%.1f" % value for value in result["floor"].get("rounds_wall_s", []))))
     print("(playbook floor: ansible-playbook with one task that reads every GPU host's cached facts; set-up, not "
           "timed above: nvml_facts on the first GPU host and its facts copied to the others took %s)" % ", ".join(
               "%.0f s for %d" % (result["setup_s"], result["nodes"]) for result in results))
@@ -456,7 +480,7 @@ def report(results, timing, forks, load):
                                      for size, value in verdicts[part]["ratios"].items() if int(size) != large["nodes"]),
                   extra, "yes" if not growing else "NO, growing: %s" % growing))
         print("  slowest tasks at %d nodes: %s" % (large["nodes"], "; ".join(
-            "%s %.1f s" % item for item in large[part]["slowest_tasks"][:4])))
+            "%s %.1f s" % tuple(item) for item in large[part]["slowest_tasks"][:4])))
         busiest = sorted(large[part]["by_pattern"].items(), key=lambda item: -item[1])[:6]
         print("  requests per node at %d nodes: %s" % (large["nodes"], "; ".join(
             "%s %.2f" % (pattern, count / float(large["nodes"])) for pattern, count in busiest)))
@@ -472,13 +496,20 @@ def main():
                         % DEFAULT_TIMING["tick"])
     parser.add_argument("--out", default=os.path.join(REPO, ".cache", "bench", "cluster_scale.json"),
                         help="where to write the JSON result")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="how many times every size is measured, the sizes in turn (default 2); each figure is "
+                        "the median of the rounds")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (inventories, logs)")
     args = parser.parse_args()
     sizes = sorted(int(size) for size in args.nodes.split(",") if size.strip())
     load = "/".join("%.1f" % value for value in os.getloadavg())
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix="gpufleet-bench-cluster-")
-    results = [measure(size, args.forks, args.tick, root) for size in sizes]
+    if args.rounds < 1:
+        parser.error("--rounds is %d; give 1 or more" % args.rounds)
+    rounds = [[measure(size, args.forks, args.tick, root, round_no) for size in sizes]
+              for round_no in range(args.rounds)]
+    results = [combine([one[index] for one in rounds]) for index in range(len(sizes))]
     timing = dict(DEFAULT_TIMING, tick=args.tick)
     verdicts = report(results, timing, args.forks, load)
     total = time.monotonic() - started
@@ -487,7 +518,8 @@ def main():
         subprocess.run(["rm", "-rf", root], check=False)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump({"timing": timing, "forks": args.forks, "cpus": os.cpu_count(), "load_before": load, "results": results,
+        json.dump({"timing": timing, "forks": args.forks, "rounds": args.rounds, "cpus": os.cpu_count(),
+                   "load_before": load, "results": results,
                    "verdicts": verdicts, "run_s": round(total, 1)}, handle, indent=2)
     print("result written to %s" % args.out)
     return 0 if verdicts and all(v["time_aim_met"] and v["requests_aim_met"] for v in verdicts.values()) else 1
