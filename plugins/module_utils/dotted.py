@@ -11,8 +11,9 @@ _LEAF = object()
 def keep_paths(item, paths):
     """``item`` with only the dotted ``paths`` (metadata.name, status.allocatable) and what leads to them. A list
     met on the way keeps every entry, each mapping in it cut the same way (spec.containers.resources keeps every
-    container's resources). A path that is missing, or that goes on below a value that is neither a mapping nor a
-    list, is left out. No ``paths`` (None): the whole item."""
+    container's resources), and any other entry as it is. A path that is missing, or that goes on below a value
+    that is neither a mapping nor a list, is left out, though the mappings that lead to it stay (empty when
+    nothing else is kept in them). No ``paths`` (None): the whole item."""
     if paths is None:
         return item
     tree = {}

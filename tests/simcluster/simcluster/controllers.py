@@ -150,8 +150,8 @@ class Controllers:
 
     # ------------------------------------------------------------ helpers
     def _set_status(self, res, obj, status, component, copy_back=False):
-        """Write ``status``; with ``copy_back``, return the object as stored (else ``obj`` when nothing was
-        written, None when it was)."""
+        """Write ``status``; with ``copy_back``, return the object as stored. Without, ``obj`` when its status
+        is already ``status`` or the write is refused, else None."""
         if obj.get("status") == status:
             return obj
         meta = obj["metadata"]
