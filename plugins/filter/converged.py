@@ -22,23 +22,12 @@ import re
 import yaml
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import facts_of_run
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.facts_of_run import stable_nvidia
 
+# libyaml's loader where PyYAML was built with it: the argument specs are read on every run, once per role and host.
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-NVIDIA_VOLATILE = ("health", "kernel_log", "xid_events", "lost_gpus", "message")
-GPU_VOLATILE = ("ecc", "health", "xids", "power_limit_w")
-
-
-def stable_nvidia(facts):
-    """The NVIDIA facts without the readings that change between runs."""
-    if not isinstance(facts, dict):
-        return facts
-    stable = dict((key, value) for key, value in facts.items() if key not in NVIDIA_VOLATILE)
-    stable["gpus"] = [dict((key, value) for key, value in gpu.items() if key not in GPU_VOLATILE)
-                      if isinstance(gpu, dict) else gpu for gpu in facts.get("gpus") or []]
-    for gpu in stable["gpus"]:
-        if isinstance(gpu, dict) and isinstance(gpu.get("fabric"), dict):
-            gpu["fabric"] = dict((key, value) for key, value in gpu["fabric"].items() if key != "health")
-    return stable
 
 
 def code_digest(role):
@@ -59,10 +48,9 @@ def code_digest(role):
 def digest_of(value):
     """A short digest of one input's value (16 hex digits: the record names, it does not prove)."""
     try:
-        text = json.dumps(value, sort_keys=True, default=repr)
+        return facts_of_run.digest_of(value)
     except (TypeError, ValueError) as err:
         raise AnsibleFilterError("converged_digest cannot serialise %r: %s" % (value, err))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def converged_digest(data, role):
@@ -93,7 +81,7 @@ def role_variables(role):
     path = os.path.join(ROOT, "roles", role, "meta", "argument_specs.yml")
     try:
         with open(path) as handle:
-            spec = yaml.safe_load(handle)
+            spec = yaml.load(handle, Loader=SAFE_LOADER)
     except (OSError, yaml.YAMLError) as err:
         raise AnsibleFilterError("role_variables: cannot read the argument spec of %s: %s" % (role, err))
     return sorted(spec["argument_specs"]["main"].get("options") or {})

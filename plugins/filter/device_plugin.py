@@ -21,6 +21,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.inventory.manager import split_host_pattern
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.dotted import keep_paths
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.facts_of_run import has_run_marker
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -418,25 +419,6 @@ def _name_unhealthy(row, problems):
     row["message"] = "unhealthy (%s), not checked: %s" % (", ".join(problems), row["message"])
 
 
-# What a play that read a host's NVIDIA facts registers on it (site.yml's first play, the node
-# roles' own read): its facts are this run's, not a fact cache's.
-FACTS_RUN_MARKER_RE = re.compile(r"^__gpu(fleet|_[a-z_]+)_nvml_run$")
-
-
-def _has_run_marker(variables):
-    """Whether a read of this run gave the host its facts: a registered result that holds them (one
-    registered for a host that was unreachable, or whose read failed, holds none)."""
-    try:
-        names = [name for name in variables.keys() if FACTS_RUN_MARKER_RE.match(str(name))]
-    except (AttributeError, TypeError):
-        return False
-    for name in names:
-        result = variables.get(name)
-        if isinstance(result, dict) and isinstance((result.get("ansible_facts") or {}).get("nvidia"), dict):
-            return True
-    return False
-
-
 def _gathered_by_host(gathered):
     """The results of a delegated nvml_facts loop, by host: (facts, why not)."""
     by_host = {}
@@ -464,8 +446,9 @@ def fleet_nodes(hosts, hostvars, limit=None, gathered=None, keep=None):
 
     ``limit``: the hosts inside ``--limit`` (None: no limit). A host outside it is ``excluded``
     (the reason, a sentence) and must not be contacted. Facts are this run's when the host
-    carries a run marker (a registered ``__gpufleet_nvml_run`` or ``__gpu_<role>_nvml_run`` that
-    holds them: one registered for an unreachable host or a failed read does not count);
+    carries a run marker (a registered ``__gpufleet_nvml_run``, ``__gpu_<role>_nvml_run`` or
+    ``__gpu_<role>_converged`` that holds them: one registered for an unreachable host, a failed read
+    or a comparison that did not read them does not count);
     once any host of the list does, a host without one has only a fact cache's facts. A host
     inside the limit without facts of this run is to be read (``gather``) unless ``gathered``
     (the results of that read, a delegated nvml_facts loop) says how it went: read, or
@@ -477,7 +460,7 @@ def fleet_nodes(hosts, hostvars, limit=None, gathered=None, keep=None):
     inside = None if limit is None else set(str(host) for host in limit)
     # Each host's variables once: every hostvars[host] works them out again from the inventory and caches.
     variables_of = dict((host, hostvars[host]) for host in hosts if host in hostvars)
-    marked = dict((host, _has_run_marker(variables_of[host]) if host in variables_of else False) for host in hosts)
+    marked = dict((host, has_run_marker(variables_of[host]) if host in variables_of else False) for host in hosts)
     any_marked = any(marked.values())
     results = _gathered_by_host(gathered)
     for host in hosts:

@@ -104,11 +104,30 @@ options:
     description: Write the record of the node's state now instead of comparing with it.
     type: bool
     default: false
+  compare:
+    description:
+      - Compare the node with the record. V(false) makes no comparison (C(current=false), as for a role that always runs
+        in full) and only reads the NVIDIA facts when O(read_nvidia_facts) asks for them.
+    type: bool
+    default: true
+  read_nvidia_facts:
+    description:
+      - Make the comparison with this run's NVIDIA facts. When no task of this run has read them (registered a
+        C(__gpufleet_nvml_run), C(__gpu_<role>_nvml_run) or C(__gpu_<role>_converged) result that holds them), they
+        are read first with M(gpufleet.nvidia.nvml_facts), returned as the C(nvidia) fact, and their digest takes the
+        place of O(inputs)' C(facts.nvidia), which the controller made from the facts the play started with (a fact
+        cache may have kept them from an earlier run).
+      - Not with O(record=true).
+    type: bool
+    default: false
   directory:
     description: Where the records are kept.
     type: path
     default: /var/lib/gpufleet/converged
 attributes:
+  action:
+    description: Indicates this has a corresponding action plugin, which reads the NVIDIA facts first (O(read_nvidia_facts)).
+    support: full
   check_mode:
     description: Can run in check mode.
     support: full
@@ -135,9 +154,10 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: Compare the node with what the last complete run left
+- name: Compare the node with what the last complete run left, with this run's NVIDIA facts
   gpufleet.nvidia.converged:
     name: gpu_kubelet
+    read_nvidia_facts: true
     inputs: "{{ {'vars': {'gpu_kubelet_taints': gpu_kubelet_taints}} | gpufleet.nvidia.converged_digest('gpu_kubelet') }}"
     paths: [/etc/systemd/system/kubelet.service.d/*]
     packages: ^kube
@@ -173,8 +193,16 @@ notices:
   elements: str
 record_file:
   description: The record's file.
-  returned: always
+  returned: when compared or recorded
   type: str
+ansible_facts:
+  description: The NVIDIA facts read for this run, with O(read_nvidia_facts), as M(gpufleet.nvidia.nvml_facts) returns them.
+  returned: when they were read
+  type: dict
+  contains:
+    nvidia:
+      description: The node's NVIDIA inventory.
+      type: dict
 """
 
 import fnmatch
@@ -449,6 +477,9 @@ def main():
             )),
             notices=dict(type="list", elements="str", default=[]),
             record=dict(type="bool", default=False),
+            # Taken by the action plugin (plugins/action/converged.py), which never hands them over.
+            compare=dict(type="bool", default=True),
+            read_nvidia_facts=dict(type="bool", default=False),
             directory=dict(type="path", default="/var/lib/gpufleet/converged"),
         ),
         supports_check_mode=True,

@@ -223,10 +223,14 @@ def test_fleet_nodes_take_cached_facts_for_stale_once_a_host_carries_this_runs_m
                 "d": {"ansible_facts": {"nvidia": H100}},
                 # A role's own read, skipped because site.yml's play read them first.
                 "e": {"ansible_facts": {"nvidia": H100}, "__gpufleet_nvml_run": read,
-                      "__gpu_kubelet_nvml_run": {"skipped": True}}}
-    rows = dp.fleet_nodes(["a", "b", "c", "d", "e"], hostvars)
+                      "__gpu_kubelet_nvml_run": {"skipped": True}},
+                # Outside that play; a node role's comparison read them (the converged action), or did not.
+                "f": {"ansible_facts": {"nvidia": H100}, "__gpu_kubelet_converged": dict(read, current=False)},
+                "g": {"ansible_facts": {"nvidia": H100}, "__gpu_kubelet_converged": {"current": True}}}
+    rows = dp.fleet_nodes(["a", "b", "c", "d", "e", "f", "g"], hostvars)
     assert [(row["host"], row["facts"] is not None, row["gather"]) for row in rows] == [
-        ("a", True, False), ("b", False, True), ("c", False, True), ("d", False, True), ("e", True, False)]
+        ("a", True, False), ("b", False, True), ("c", False, True), ("d", False, True), ("e", True, False),
+        ("f", True, False), ("g", False, True)]
 
 
 def test_fleet_nodes_name_the_hosts_that_could_not_be_read():
