@@ -268,29 +268,61 @@ def _tree_of(paths):
     return tree
 
 
+@functools.lru_cache(maxsize=4096)
+def _token_value(token):
+    """The JSON of a k: or v: token, parsed once (shared: callers only read it)."""
+    return json.loads(token[2:])
+
+
+def _step(value, token):
+    """The value one path token leads to from value, or MISSING (not for the "." token)."""
+    if token.startswith("f:"):
+        if not isinstance(value, dict) or token[2:] not in value:
+            return MISSING
+        return value[token[2:]]
+    if token.startswith("k:"):
+        if not isinstance(value, list):
+            return MISSING
+        want = _token_value(token)
+        return next((i for i in value if isinstance(i, dict) and all(i.get(k) == v for k, v in want.items())),
+                    MISSING)
+    if token.startswith("v:"):
+        want = _token_value(token)
+        return want if isinstance(value, list) and want in value else MISSING
+    return value
+
+
 def value_at(obj, path):
     value = obj
     for token in path:
         if token == ".":
             return value
-        if token.startswith("f:"):
-            if not isinstance(value, dict) or token[2:] not in value:
-                return MISSING
-            value = value[token[2:]]
-        elif token.startswith("k:"):
-            want = json.loads(token[2:])
-            if not isinstance(value, list):
-                return MISSING
-            value = next((i for i in value if isinstance(i, dict)
-                          and all(i.get(k) == v for k, v in want.items())), MISSING)
-            if value is MISSING:
-                return MISSING
-        elif token.startswith("v:"):
-            want = json.loads(token[2:])
-            if not isinstance(value, list) or want not in value:
-                return MISSING
-            value = want
+        value = _step(value, token)
+        if value is MISSING:
+            return MISSING
     return value
+
+
+def changed_leaves(tree, old, new, prefix=()):
+    """The leaf paths of a fieldsV1 tree whose values differ between old and new: the paths p for
+    which value_at(old, p) != value_at(new, p), found in one walk of both objects that passes over
+    any part equal in both."""
+    out = set()
+    for token, sub in tree.items():
+        here = prefix + (token,)
+        if token == ".":
+            if old != new:
+                out.add(here)
+            continue
+        before = MISSING if old is MISSING else _step(old, token)
+        after = MISSING if new is MISSING else _step(new, token)
+        if before == after:
+            continue
+        if sub:
+            out |= changed_leaves(sub, before, after, here)
+        else:
+            out.add(here)
+    return out
 
 
 def remove_path(obj, path):
@@ -304,10 +336,10 @@ def remove_path(obj, path):
     if token.startswith("f:") and isinstance(parent, dict):
         parent.pop(token[2:], None)
     elif token.startswith("k:") and isinstance(parent, list):
-        want = json.loads(token[2:])
+        want = _token_value(token)
         parent[:] = [i for i in parent if not (isinstance(i, dict) and all(i.get(k) == v for k, v in want.items()))]
     elif token.startswith("v:") and isinstance(parent, list):
-        want = json.loads(token[2:])
+        want = _token_value(token)
         parent[:] = [i for i in parent if i != want]
 
 
@@ -436,9 +468,10 @@ def track_update(old, new, manager, api_version, timestamp, subresource=None):
     """Ownership after a non-apply write: manager owns what it changed; others lose it."""
     old = old or {}
     section = (lambda o: {"status": o.get("status")}) if subresource == "status" else (lambda o: o)
-    new_paths = leaf_paths(_fields_for(section(new), subresource))
+    new_tree = _fields_for(section(new), subresource)
+    new_paths = leaf_paths(new_tree)
     old_paths = leaf_paths(_fields_for(section(old), subresource))
-    changed = {p for p in new_paths if value_at(old, p) != value_at(new, p)}
+    changed = changed_leaves(new_tree, old, new)
     removed = old_paths - new_paths
     # Only each entry's fieldsV1 is set below: a copy of each entry is enough.
     managed = [dict(entry) for entry in (old.get("metadata") or {}).get("managedFields") or []]
