@@ -147,6 +147,16 @@ class Controllers:
         self.ds_settled = {}
         # Node name -> its resourceVersion when node_lifecycle's last pass over it wrote nothing.
         self.nodes_settled = {}
+        # The kubelets' pass visits what may sync differently since the last one (see kubelets): the
+        # pods and nodes written since (kept by the store listener below), the pods whose last sync
+        # was not steady, and the nodes whose device plugin waits to register. None: every pod and node.
+        self.kubelet_pods_written = None
+        self.kubelet_nodes_written = set()
+        self.kubelet_unsteady = set()
+        self.kubelet_pods_on_node = {}
+        self.plugins_pending = set()
+        self.kubelet_faults = False
+        self.store.listeners.append(self._kubelet_written)
 
     # ------------------------------------------------------------ helpers
     def _set_status(self, res, obj, status, component, copy_back=False):
@@ -888,41 +898,87 @@ class Controllers:
         self._event(pod, "FailedScheduling", message, "Warning", "default-scheduler")
 
     # -------------------------------------------------------------- kubelet
+    def _kubelet_written(self, res, kind, obj, old):
+        """Store listener: the pods and nodes written since the kubelets' last pass."""
+        if res is PODS:
+            if self.kubelet_pods_written is not None:
+                meta = obj["metadata"]
+                self.kubelet_pods_written.add((meta.get("namespace", ""), meta["name"]))
+        elif res is NODES:
+            self.kubelet_nodes_written.add(obj["metadata"]["name"])
+
     def kubelets(self):
+        """Each kubelet syncs its pods, then its device plugin's registration. A pass visits only what
+        may sync differently from the last one: a pod whose containers all run for good or have all
+        finished, which its last sync left as it was, syncs again only once the pod or its node is
+        written (nothing else changes what a sync does to it while no fault is set), and a node's
+        device plugin is checked again only once the node or a pod on it changed, or while a plugin
+        waits to register. While a fault is set and once after (faults come and go without a
+        write), every pod and node is visited, as on the first pass."""
         now = time.monotonic()
         nodes = {n["metadata"]["name"]: n for n in self.store.peek_list(NODES)}
-        live_uids = set()
-        for pod in list(self.store.peek_list(PODS)):
-            node_name = pod["spec"].get("nodeName")
-            if not node_name or node_name not in nodes:
+        faults = bool(self.cluster.faults.items)
+        # A fault's end is no write either: the pass after the last fault went visits everything too.
+        full = self.kubelet_pods_written is None or faults or self.kubelet_faults
+        self.kubelet_faults = faults
+        if full:
+            pods, keys = self.store.peek_list(PODS), None
+        else:
+            keys = self.kubelet_pods_written | self.kubelet_unsteady
+            for name in self.kubelet_nodes_written:
+                keys |= self.kubelet_pods_on_node.get(name, set())
+            # In the store's order, as on a full pass.
+            pods = [pod for key, pod in self.store.bucket(PODS).items() if key in keys]
+        check = set(self.kubelet_nodes_written)
+        self.kubelet_pods_written, self.kubelet_nodes_written = set(), set()
+        # The states of pods no longer there (deleted, or another pod under the same name), or whose
+        # node is gone: on a full pass every state not of a pod visited, else those of the keys visited.
+        live = {}
+        for pod in pods:
+            if pod["spec"].get("nodeName") in nodes:
+                live[(pod["metadata"].get("namespace", ""), pod["metadata"]["name"])] = pod["metadata"]["uid"]
+        for uid, state in list(self.pods.items()):
+            key = state.get("key")
+            if (full or key in keys) and live.get(key) != uid:
+                check.add(state.get("node"))
+                self.kubelet_pods_on_node.get(state.get("node"), set()).discard(key)
+                self.kubelet_unsteady.discard(key)
+                del self.pods[uid]
+        for pod in pods:
+            meta = pod["metadata"]
+            key = (meta.get("namespace", ""), meta["name"])
+            if key not in live:
+                self.kubelet_unsteady.discard(key)
                 continue
-            live_uids.add(pod["metadata"]["uid"])
+            node_name = pod["spec"]["nodeName"]
+            self.kubelet_pods_on_node.setdefault(node_name, set()).add(key)
+            check.add(node_name)
             node = nodes[node_name]
             if self.kubelet_away(node_name):
+                self.kubelet_unsteady.add(key)
                 continue
-            # A pod whose containers all run for good, which the last sync left as it was, syncs
-            # again only once the pod or its node is written (nothing else changes what a sync
-            # does to it): the pass costs the pods that change, not every pod.
-            seen = (pod["metadata"]["resourceVersion"], node["metadata"]["resourceVersion"])
-            state = self.pods.get(pod["metadata"]["uid"])
-            if state is not None and state.get("steady") == seen:
-                continue
-            before = self.store.rv
-            self._run_pod(pod, node, now)
-            state = self.pods.get(pod["metadata"]["uid"])
-            if state is not None:
-                state["steady"] = seen if self.store.rv == before and _steady(pod, state) else None
-        for uid in list(self.pods):
-            if uid not in live_uids:
-                del self.pods[uid]
+            seen = (meta["resourceVersion"], node["metadata"]["resourceVersion"])
+            state = self.pods.get(meta["uid"])
+            if state is None or state.get("steady") != seen:
+                before = self.store.rv
+                self._run_pod(pod, node, now)
+                state = self.pods.get(meta["uid"])
+                if state is not None:
+                    state["key"] = key
+                    state["steady"] = seen if self.store.rv == before and _steady(pod, state) else None
+            if state is not None and state.get("steady") is not None:
+                self.kubelet_unsteady.discard(key)
+            else:
+                self.kubelet_unsteady.add(key)
         # The kubelets' pod states by node, in self.pods' order, built once per pass: each node's
         # device plugin check reads its own pods' states rather than every pod's.
+        check = set(nodes) if full else (check | self.plugins_pending) & set(nodes)
         states = {}
         for state in self.pods.values():
-            if not state.get("released"):
+            if not state.get("released") and state.get("node") in check:
                 states.setdefault(state.get("node"), []).append(state)
         for name, node in nodes.items():
-            if not self.kubelet_away(name):
+            if name in check and not self.kubelet_away(name):
                 self._device_plugin(node, now, states.get(name, ()))
 
     def _read_file(self, pod, container, path):
@@ -1375,12 +1431,16 @@ class Controllers:
         """The node's device plugin registration, from the states of the pods the node runs."""
         name = node["metadata"]["name"]
         running = None
+        self.plugins_pending.discard(name)
         for state in states:
             for cstate in state["containers"].values():
                 plugin = cstate.get("plugin")
-                if cstate["state"] == "running" and plugin and plugin["socket_dir"] \
-                        and now - plugin["since"] >= self.timing["pluginRegister"]:
-                    running = plugin
+                if cstate["state"] == "running" and plugin and plugin["socket_dir"]:
+                    if now - plugin["since"] >= self.timing["pluginRegister"]:
+                        running = plugin
+                    else:
+                        # Registers once its time has come, with no write before: checked again until then.
+                        self.plugins_pending.add(name)
         record = self.plugins.setdefault(name, {"registered": False, "capacity": {}, "healthy": {}})
         healthy = self._healthy_gpus(name) if running else None
         # What this check reads: the registered plugin, the node, the node's healthy GPUs. When none
@@ -1534,8 +1594,15 @@ def _pinned_node(pod):
 
 def _steady(pod, state):
     """Whether a kubelet's sync of the pod would do nothing until the pod or its node changes: every
-    container started and running with no end, no deadline, no deletion."""
+    container started and running with no end, no deadline, no deletion; or the pod finished
+    (Succeeded or Failed), every container terminated, not being deleted; or its resources given back."""
     spec = pod["spec"]
+    if state.get("released") and not pod["metadata"].get("deletionTimestamp"):
+        # Its resources given back (finished before the kubelet saw it, refused at admission): a sync returns at once.
+        return True
+    if terminal(pod) and not pod["metadata"].get("deletionTimestamp") and "t0" in state:
+        containers = [state["containers"].get(c["name"]) for c in spec.get("containers") or []]
+        return bool(containers) and all(c is not None and c["state"] == "terminated" for c in containers)
     if pod["metadata"].get("deletionTimestamp") or spec.get("activeDeadlineSeconds") is not None \
             or state.get("released") or state.get("deadline") or "t0" not in state \
             or state.get("init_index", 0) < len(spec.get("initContainers") or []):

@@ -3,6 +3,8 @@
 (concepts/scheduling-eviction/kube-scheduler/, concepts/workloads/pods/pod-lifecycle/,
 tasks/debug/debug-application/determine-reason-pod-failure/)."""
 
+import time
+
 from sim_helpers import pod_manifest, wait_for, wait_until
 
 CLUSTER = "basic.yml"
@@ -164,3 +166,22 @@ def test_graceful_deletion(simulator):
     assert answer.metadata.deletion_timestamp is not None
     assert answer.metadata.deletion_grace_period_seconds == 30
     simulator.kubectl("wait", "--for=delete", "pod/short-lived", "--timeout=20s")
+
+
+def test_a_finished_pod_deleted_and_made_again_under_its_name_runs_again(simulator):
+    # The kubelet keeps what it knows of a pod by its uid: the new pod is a new run, with its own
+    # container and exit code, not the finished one's.
+    simulator.core.create_namespaced_pod(NS, pod_manifest("again", ["sh", "-c", "exit 4"], restartPolicy="Never"))
+    first = simulator.wait_pod_phase("again", "Failed")
+    assert first.status.container_statuses[0].state.terminated.exit_code == 4
+    simulator.core.delete_namespaced_pod("again", NS)
+    simulator.kubectl("wait", "--for=delete", "pod/again", "--timeout=20s")
+    simulator.core.create_namespaced_pod(NS, pod_manifest("again", ["sh", "-c", "echo second"], restartPolicy="Never"))
+    second = simulator.wait_pod_phase("again", "Succeeded")
+    assert second.metadata.uid != first.metadata.uid
+    assert second.status.container_statuses[0].state.terminated.exit_code == 0
+    assert simulator.kubectl("logs", "again").stdout == "second\n"
+    # A finished pod is left as it is, pass after pass: no write once it finished.
+    version = second.metadata.resource_version
+    time.sleep(1.0)
+    assert simulator.core.read_namespaced_pod("again", NS).metadata.resource_version == version
