@@ -925,10 +925,15 @@ class Controllers:
             pods, keys = self.store.peek_list(PODS), None
         else:
             keys = self.kubelet_pods_written | self.kubelet_unsteady
+            bucket = self.store.bucket(PODS)
             for name in self.kubelet_nodes_written:
-                keys |= self.kubelet_pods_on_node.get(name, set())
+                # The pods bound to a node written since (created too: a pod may name a node before it
+                # exists), less those gone from the store.
+                on_node = self.kubelet_pods_on_node.get(name, set())
+                on_node.intersection_update(bucket)
+                keys |= on_node
             # In the store's order, as on a full pass.
-            pods = [pod for key, pod in self.store.bucket(PODS).items() if key in keys]
+            pods = [pod for key, pod in bucket.items() if key in keys]
         check = set(self.kubelet_nodes_written)
         self.kubelet_pods_written, self.kubelet_nodes_written = set(), set()
         # The states of pods no longer there (deleted, or another pod under the same name), or whose
@@ -941,17 +946,20 @@ class Controllers:
             key = state.get("key")
             if (full or key in keys) and live.get(key) != uid:
                 check.add(state.get("node"))
-                self.kubelet_pods_on_node.get(state.get("node"), set()).discard(key)
                 self.kubelet_unsteady.discard(key)
                 del self.pods[uid]
+        if full:
+            self.kubelet_pods_on_node = {}
         for pod in pods:
             meta = pod["metadata"]
             key = (meta.get("namespace", ""), meta["name"])
+            node_name = pod["spec"].get("nodeName")
+            if node_name:
+                # Kept also while the node is not there: its creation is a write that brings the pod back.
+                self.kubelet_pods_on_node.setdefault(node_name, set()).add(key)
             if key not in live:
                 self.kubelet_unsteady.discard(key)
                 continue
-            node_name = pod["spec"]["nodeName"]
-            self.kubelet_pods_on_node.setdefault(node_name, set()).add(key)
             check.add(node_name)
             node = nodes[node_name]
             if self.kubelet_away(node_name):
