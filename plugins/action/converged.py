@@ -6,8 +6,9 @@
 With ``read_nvidia_facts``, a comparison is made with this run's NVIDIA facts. When no task of
 this run has read them (plugin_utils/facts_of_run.py says which results count), the action runs
 gpufleet.nvidia.nvml_facts on the node first, returns what it read as the ``nvidia`` fact and puts
-the digest of those facts in the inputs (``facts.nvidia``) in place of the one the controller made
-from the facts the play started with, which a fact cache may have kept from an earlier run. The
+the digest of those facts in the inputs (``facts.nvidia``, where the inputs carry it) in place of
+the one the controller made from the facts the play started with, which a fact cache may have kept
+from an earlier run. The
 read and the comparison are one task: a role's fast path costs one task per host on a re-run.
 
 ``compare: false`` makes no comparison (the role runs in full) and only reads the facts, where
@@ -29,19 +30,20 @@ MODULE = "gpufleet.nvidia.converged"
 
 
 def inputs_with_facts(inputs, facts):
-    """The inputs' digests with ``facts.nvidia`` the digest of these facts. Inputs that are a single
-    digest are kept as one entry beside it."""
+    """The inputs' digests with ``facts.nvidia`` the digest of these facts, where the inputs (a
+    converged_digest object) carry one; other inputs as they are (the record, written with the
+    same inputs, would otherwise never match them)."""
+    parsed = inputs
     if isinstance(inputs, str):
         try:
             parsed = json.loads(inputs)
         except ValueError:
-            parsed = inputs
-    else:
-        parsed = inputs
-    digests = dict(parsed) if isinstance(parsed, dict) else {"inputs": str(parsed)}
+            return inputs
+    if not isinstance(parsed, dict) or "facts.nvidia" not in parsed:
+        return inputs
+    digests = dict((str(key), str(value)) for key, value in parsed.items())
     digests["facts.nvidia"] = digest_of(stable_nvidia(facts))
-    return json.dumps(dict((str(key), str(value)) for key, value in digests.items()),
-                      sort_keys=True, separators=(",", ":"))
+    return json.dumps(digests, sort_keys=True, separators=(",", ":"))
 
 
 class ActionModule(ActionBase):
@@ -74,14 +76,20 @@ class ActionModule(ActionBase):
                 result.update(failed=True, changed=False, nvml_facts=read_result,
                               msg="Cannot read the node's NVIDIA facts for this run (gpufleet.nvidia.nvml_facts): %s"
                                   % (read_result.get("msg") or "it returned no facts"))
+                if warnings:
+                    result["warnings"] = warnings
                 return result
-            result["ansible_facts"] = {"nvidia": facts}
+            # All the read returned as facts: the interpreter it discovered, where it did, too.
+            result["ansible_facts"] = dict(read_result.get("ansible_facts") or {})
             if compare:
                 args["inputs"] = inputs_with_facts(args.get("inputs"), facts)
         if compare or record:
             module_result = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
             warnings.extend(module_result.pop("warnings", None) or [])
-            module_result.pop("ansible_facts", None)
+            # The comparison's own facts (an interpreter it discovered) beside those read.
+            module_facts = module_result.pop("ansible_facts", None) or {}
+            if module_facts or "ansible_facts" in result:
+                result["ansible_facts"] = dict(module_facts, **(result.get("ansible_facts") or {}))
             result.update(module_result)
         else:
             result.update(changed=False, current=False, recorded=False, notices=[],

@@ -115,8 +115,9 @@ options:
       - Make the comparison with this run's NVIDIA facts. When no task of this run has read them (registered a
         C(__gpufleet_nvml_run), C(__gpu_<role>_nvml_run) or C(__gpu_<role>_converged) result that holds them), they
         are read first with M(gpufleet.nvidia.nvml_facts), returned as the C(nvidia) fact, and their digest takes the
-        place of O(inputs)' C(facts.nvidia), which the controller made from the facts the play started with (a fact
-        cache may have kept them from an earlier run).
+        place of O(inputs)' C(facts.nvidia) (inputs made by P(gpufleet.nvidia.converged_digest#filter) with a
+        C(facts.nvidia) entry; other inputs are used as they are), which the controller made from the facts the play
+        started with (a fact cache may have kept them from an earlier run).
       - Not with O(record=true).
     type: bool
     default: false
@@ -158,7 +159,9 @@ EXAMPLES = r"""
   gpufleet.nvidia.converged:
     name: gpu_kubelet
     read_nvidia_facts: true
-    inputs: "{{ {'vars': {'gpu_kubelet_taints': gpu_kubelet_taints}} | gpufleet.nvidia.converged_digest('gpu_kubelet') }}"
+    inputs: >-
+      {{ {'vars': {'gpu_kubelet_taints': gpu_kubelet_taints}, 'facts': {'nvidia': ansible_facts['nvidia'] | default(none)}}
+         | gpufleet.nvidia.converged_digest('gpu_kubelet') }}
     paths: [/etc/systemd/system/kubelet.service.d/*]
     packages: ^kube
     units: [kubelet]

@@ -34,7 +34,7 @@ def run(args, task_vars, node_facts=None, read_fails=False):
         calls.append((module_name, dict(module_args or {})))
         if module_name == converged.NVML_MODULE:
             if read_fails:
-                return {"failed": True, "msg": "nvidia-smi: not found"}
+                return {"failed": True, "msg": "nvidia-smi: not found", "warnings": ["a warning of the failed read"]}
             return {"changed": False, "ansible_facts": {"nvidia": node_facts or T4}, "warnings": ["a warning of the read"]}
         return {"changed": False, "current": True, "recorded": True, "differs": [], "notices": [],
                 "record_file": "/var/lib/gpufleet/converged/gpu_kubelet.json"}
@@ -87,12 +87,33 @@ def test_a_registered_result_without_facts_is_no_read_of_this_run(marker):
     assert [name for name, dummy in calls] == [converged.NVML_MODULE, converged.MODULE]
 
 
-def test_inputs_ansible_core_handed_over_as_a_dict_or_a_single_digest_get_the_facts_too():
+def test_inputs_ansible_core_handed_over_as_a_dict_get_the_facts_too():
     dummy, calls = run(base(inputs=json.loads(digests(V100))), {})
     assert json.loads(calls[1][1]["inputs"]) == json.loads(digests(T4))
-    dummy, calls = run(base(inputs="0123456789abcdef"), {})
-    assert json.loads(calls[1][1]["inputs"])["inputs"] == "0123456789abcdef"
-    assert "facts.nvidia" in json.loads(calls[1][1]["inputs"])
+
+
+@pytest.mark.parametrize("inputs", ["0123456789abcdef", {"vars.gpu_kubelet_taints": "0123456789abcdef"},
+                                    '{"vars.gpu_kubelet_taints":"0123456789abcdef"}'])
+def test_inputs_without_the_facts_digest_are_kept_as_they_are(inputs):
+    # The record is written with the same inputs: a digest added here would never match it.
+    result, calls = run(base(inputs=inputs), {})
+    assert [name for name, dummy in calls] == [converged.NVML_MODULE, converged.MODULE]
+    assert calls[1][1]["inputs"] == inputs and result["ansible_facts"] == {"nvidia": T4}
+
+
+def test_facts_the_modules_discovered_are_kept_beside_the_nvidia_facts():
+    interpreter = {"discovered_interpreter_python": "/usr/bin/python3"}
+    result, dummy = run(base(), {}, node_facts=dict(T4))
+    assert result["ansible_facts"] == {"nvidia": T4}
+    with mock.patch.object(converged.ActionModule, "_execute_module",
+                           side_effect=[{"ansible_facts": dict(interpreter, nvidia=T4)},
+                                        {"current": True, "differs": [], "ansible_facts": interpreter}]):
+        task = Task()
+        task.args = base()
+        action = converged.ActionModule(task, connection=mock.MagicMock(), play_context=mock.MagicMock(),
+                                        loader=mock.MagicMock(), templar=mock.MagicMock(), shared_loader_obj=None)
+        result = action.run(task_vars={})
+    assert result["ansible_facts"] == dict(interpreter, nvidia=T4) and result["current"] is True
 
 
 def test_no_comparison_only_reads_the_facts_and_says_not_current():
@@ -109,6 +130,7 @@ def test_a_read_that_fails_fails_the_task_before_any_comparison():
     assert [name for name, dummy in calls] == [converged.NVML_MODULE]
     assert result["failed"] is True and "nvidia-smi: not found" in result["msg"]
     assert "gpufleet.nvidia.nvml_facts" in result["msg"] and "ansible_facts" not in result
+    assert result["warnings"] == ["a warning of the failed read"]
 
 
 def test_recording_and_a_plain_comparison_never_read_the_facts():
