@@ -270,6 +270,12 @@ def default(obj):
                 obj["status"][section] = {k: canonical_quantity(v) for k, v in obj["status"][section].items()}
     elif kind == "Secret":
         obj.setdefault("type", "Opaque")
+    elif kind == "ResourceClaim" and isinstance(spec, dict):
+        from . import dra
+        dra.default_claim_spec(spec)
+    elif kind == "ResourceClaimTemplate" and isinstance(spec, dict) and isinstance(spec.get("spec"), dict):
+        from . import dra
+        dra.default_claim_spec(spec["spec"])
 
 
 # --------------------------------------------------------------- validation
@@ -396,8 +402,28 @@ def validate(res, obj, old, version):
             and spec.get("maxUnavailable") is not None:
         causes.append({"field": "spec", "message": "Invalid value: ...: minAvailable and maxUnavailable cannot be "
                                                    "both set"})
+    if kind in ("DeviceClass", "ResourceClaim", "ResourceClaimTemplate", "ResourceSlice"):
+        causes += _dra_causes(kind, obj, old)
     if causes:
         raise invalid(res, meta.get("name", ""), causes)
+
+
+def _dra_causes(kind, obj, old):
+    """pkg/apis/resource/validation: a claim's and a template's spec are immutable, a slice's driver, pool
+    name and node too; expressions are compiled as the API server compiles them."""
+    from . import dra
+    spec = obj.get("spec") or {}
+    old_spec = None if old is None else (old.get("spec") or {})
+    if kind == "DeviceClass":
+        return dra.selector_causes(spec.get("selectors"), "spec.selectors")
+    if kind == "ResourceSlice":
+        return dra.slice_causes(spec, old_spec)
+    if old is not None and spec != old_spec:
+        return [{"field": "spec", "message": f"Invalid value: {json.dumps(spec, separators=(',', ':'))}: "
+                                             "field is immutable"}]
+    if kind == "ResourceClaimTemplate":
+        return dra.claim_spec_causes(spec.get("spec") or {}, "spec.spec")
+    return dra.claim_spec_causes(spec, "spec")
 
 
 def _pod_update_causes(old, new):

@@ -123,6 +123,20 @@ def _pdb_row(pdb):
             _age(pdb["metadata"].get("creationTimestamp"))]
 
 
+def _claim_state(claim):
+    """The STATE column of kubectl get resourceclaims (printers.go, resourceClaimState)."""
+    words = ["deleted"] if claim["metadata"].get("deletionTimestamp") else []
+    status = claim.get("status") or {}
+    if not status.get("allocation"):
+        if not words:
+            words.append("pending")
+    else:
+        words.append("allocated")
+        if status.get("reservedFor"):
+            words.append("reserved")
+    return ",".join(words)
+
+
 TABLES = {
     "Pod": ([("Name", "string", "name", 0), ("Ready", "string", "", 0), ("Status", "string", "", 0),
              ("Restarts", "string", "", 0), ("Age", "string", "", 0), ("IP", "string", "", 1),
@@ -143,6 +157,18 @@ TABLES = {
                              ("Allowed Disruptions", "integer", "", 0,
                               "Calculated number of pods that may be disrupted at this time."),
                              ("Age", "string", "", 0, AGE_DOC)], _pdb_row),
+    "ResourceSlice": ([("Name", "string", "name", 0), ("Node", "string", "", 0), ("Driver", "string", "", 0),
+                       ("Pool", "string", "", 0), ("Age", "string", "", 0)],
+                      lambda rs: [rs["metadata"]["name"], (rs.get("spec") or {}).get("nodeName") or "",
+                                  (rs.get("spec") or {}).get("driver", ""),
+                                  ((rs.get("spec") or {}).get("pool") or {}).get("name", ""),
+                                  _age(rs["metadata"].get("creationTimestamp"))]),
+    "ResourceClaim": ([("Name", "string", "name", 0), ("State", "string", "", 0), ("Age", "string", "", 0)],
+                      lambda rc: [rc["metadata"]["name"], _claim_state(rc), _age(rc["metadata"].get("creationTimestamp"))]),
+    "DeviceClass": ([("Name", "string", "name", 0), ("Age", "string", "", 0)],
+                    lambda dc: [dc["metadata"]["name"], _age(dc["metadata"].get("creationTimestamp"))]),
+    "ResourceClaimTemplate": ([("Name", "string", "name", 0), ("Age", "string", "", 0)],
+                              lambda t: [t["metadata"]["name"], _age(t["metadata"].get("creationTimestamp"))]),
     "Namespace": ([("Name", "string", "name", 0), ("Status", "string", "", 0), ("Age", "string", "", 0)],
                   lambda ns: [ns["metadata"]["name"], ns.get("status", {}).get("phase", ""),
                               _age(ns["metadata"].get("creationTimestamp"))]),

@@ -436,6 +436,9 @@ class Cluster:
             spec = obj.setdefault("spec", {})
             if "kubernetes" not in (spec.get("finalizers") or []):
                 spec["finalizers"] = list(spec.get("finalizers") or []) + ["kubernetes"]
+        elif res.kind == "ResourceClaim":
+            # The claim strategy's PrepareForCreate: a new claim has no status.
+            obj.pop("status", None)
         elif res.kind in EMPTY_STATUS:
             # Fields without omitempty in the Go types serialise even when zero.
             obj["status"] = dict(EMPTY_STATUS[res.kind])
@@ -537,6 +540,13 @@ class Cluster:
             if subresource != "status":
                 admission.default(obj)
                 self._admit(res, obj, old, warnings)
+            elif res.kind == "ResourceClaim":
+                from . import dra
+                causes = dra.claim_status_causes(obj.get("status"), old.get("status"),
+                                                 bool(old["metadata"].get("deletionTimestamp")))
+                if causes:
+                    from .store import invalid
+                    raise invalid(res, name, causes)
             if res.generation and _spec_of(obj) != _spec_of(old):
                 obj["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
             if manager and not tracked:

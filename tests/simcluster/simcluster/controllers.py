@@ -61,6 +61,8 @@ from . import gpus as gpu_model
 from . import programs
 from .admission import quantity
 from .cluster import owned_by, random_suffix, selector_matches
+from .dra import AllocationError
+from .dra_controllers import PLUGIN_DIRS, SLICES, DraMixin
 from .resources import BY_KEY, RESOURCES
 from .selectors import pod_matches_node_affinity, tolerates, untolerated_taints
 from .store import ApiError, now_rfc3339
@@ -131,7 +133,7 @@ def _percent(value, total, round_up=True):
     return int(value)
 
 
-class Controllers:
+class Controllers(DraMixin):
     def __init__(self, cluster):
         self.cluster = cluster
         self.store = cluster.store
@@ -156,6 +158,12 @@ class Controllers:
         self.kubelet_pods_on_node = {}
         self.plugins_pending = set()
         self.kubelet_faults = False
+        # DRA: the pods with spec.resourceClaims (the claim controller's queue), NVIDIA's DRA kubelet
+        # plugin by node, and when a pod whose claims could not be prepared is tried again.
+        self.dra_pods = set()
+        self.dra_nodes = {}
+        self.dra_retry = {}
+        self.dra_active = False
         self.store.listeners.append(self._kubelet_written)
 
     # ------------------------------------------------------------ helpers
@@ -181,6 +189,7 @@ class Controllers:
             self.taint_eviction()
             self.namespaces()
             self.garbage_collect()
+            self.resource_claims()
             self.deployments()
             self.replicasets()
             self.daemonsets()
@@ -807,48 +816,74 @@ class Controllers:
         nodes = list(self.store.peek_list(NODES))
         by_name = {n["metadata"]["name"]: n for n in nodes}
         used = self._used()
+        dra_state = None
         for pod in sorted(pending, key=lambda p: (-p["spec"].get("priority", 0),
                                                   p["metadata"]["creationTimestamp"])):
             requests = pod_requests(pod["spec"])
-            reasons, unresolvable, fits = {}, {}, []
-            # A pod whose node affinity names its nodes (a DaemonSet's pod, a pod pinned with
-            # matchFields metadata.name) can fit no other node: those are filtered first, and all
-            # nodes only when none fits, for the FailedScheduling message's count over all of them.
-            named = _affinity_node_names(pod["spec"])
-            if named is not None:
-                for name in named:
-                    node = by_name.get(name)
-                    if node is not None and not self._filter(pod, node, requests, used.get(name, {})):
-                        fits.append(node)
-            for node in nodes if not fits else ():
-                why = self._filter(pod, node, requests, used.get(node["metadata"]["name"], {}))
-                if not why:
-                    fits.append(node)
+            claims = None
+            if pod["spec"].get("resourceClaims"):
+                dra_state = dra_state or self.dra_schedule_state()
+                claims, refusal = self.dra_prefilter(pod, dra_state)
+                if claims is None:
+                    # PreEnqueue: a claim not made yet (or not the pod's) keeps the pod in the queue, silently.
                     continue
-                for text, hopeless in why:
-                    reasons[text] = reasons.get(text, 0) + 1
-                    unresolvable[text] = hopeless
-            if fits:
-                choice = min(fits, key=lambda n: (used.get(n["metadata"]["name"], {}).get("pods", 0),
-                                                  n["metadata"]["name"]))
-                self._bind(pod, choice)
-                bucket = used.setdefault(choice["metadata"]["name"], {"pods": 0})
-                bucket["pods"] += 1
-                for name, amount in requests.items():
-                    bucket[name] = bucket.get(name, 0) + amount
-                continue
-            total = len(nodes)
-            histogram = ", ".join(sorted(f"{count} {text}" for text, count in reasons.items()))
-            hopeless = sum(c for t, c in reasons.items() if unresolvable[t])
-            preempt = ", ".join(sorted(([f"{total - hopeless} No preemption victims found for incoming pod"]
-                                        if total - hopeless else []) +
-                                       ([f"{hopeless} Preemption is not helpful for scheduling"]
-                                        if hopeless else [])))
-            message = (f"0/{total} nodes are available: {histogram}. preemption: 0/{total} nodes are available: "
-                       f"{preempt}." if total else "no nodes available to schedule pods")
-            self._unschedulable(pod, message)
+                if refusal:
+                    total = len(nodes)
+                    self._unschedulable(pod, f"0/{total} nodes are available: {refusal}. still not schedulable, "
+                                             f"preemption: 0/{total} nodes are available: {total} Preemption is not "
+                                             "helpful for scheduling.")
+                    continue
+            try:
+                self._schedule_one(pod, nodes, by_name, used, requests, claims, dra_state)
+            except AllocationError as err:
+                self._unschedulable(pod, f'running "DynamicResources" filter plugin: {err}', "SchedulerError")
 
-    def _filter(self, pod, node, requests, used):
+    def _schedule_one(self, pod, nodes, by_name, used, requests, claims, dra_state):
+        """Filter the nodes for one pod and bind it to the least loaded one, or say why none fits."""
+        reasons, unresolvable, fits = {}, {}, []
+        # A pod whose node affinity names its nodes (a DaemonSet's pod, a pod pinned with
+        # matchFields metadata.name) can fit no other node: those are filtered first, and all
+        # nodes only when none fits, for the FailedScheduling message's count over all of them.
+        named = _affinity_node_names(pod["spec"])
+        if named is not None:
+            for name in named:
+                node = by_name.get(name)
+                if node is not None and not self._filter(pod, node, requests, used.get(name, {}), claims,
+                                                         dra_state):
+                    fits.append(node)
+        for node in nodes if not fits else ():
+            why = self._filter(pod, node, requests, used.get(node["metadata"]["name"], {}), claims, dra_state)
+            if not why:
+                fits.append(node)
+                continue
+            for text, hopeless in why:
+                reasons[text] = reasons.get(text, 0) + 1
+                unresolvable[text] = hopeless
+        if fits:
+            choice = min(fits, key=lambda n: (used.get(n["metadata"]["name"], {}).get("pods", 0),
+                                              n["metadata"]["name"]))
+            if claims is not None and not self.dra_bind(pod, choice, claims, dra_state):
+                return
+            self._bind(pod, choice)
+            bucket = used.setdefault(choice["metadata"]["name"], {"pods": 0})
+            bucket["pods"] += 1
+            for name, amount in requests.items():
+                bucket[name] = bucket.get(name, 0) + amount
+            return
+        total = len(nodes)
+        histogram = ", ".join(sorted(f"{count} {text}" for text, count in reasons.items()))
+        hopeless = sum(c for t, c in reasons.items() if unresolvable[t])
+        preempt = ", ".join(sorted(([f"{total - hopeless} No preemption victims found for incoming pod"]
+                                    if total - hopeless else []) +
+                                   ([f"{hopeless} Preemption is not helpful for scheduling"]
+                                    if hopeless else [])))
+        # The DynamicResources plugin's PostFilter speaks before preemption for a pod with claims.
+        still = "still not schedulable, " if claims is not None else ""
+        message = (f"0/{total} nodes are available: {histogram}. {still}preemption: 0/{total} nodes are "
+                   f"available: {preempt}." if total else "no nodes available to schedule pods")
+        self._unschedulable(pod, message)
+
+    def _filter(self, pod, node, requests, used, claims=None, dra_state=None):
         spec = pod["spec"]
         tolerations = spec.get("tolerations") or []
         if node["spec"].get("unschedulable") and not any(
@@ -872,6 +907,10 @@ class Controllers:
             have = quantity(allocatable.get(name, "0")) or 0
             if used.get(name, 0) + amount > have:
                 out.append((f"Insufficient {name}", False))
+        if not out and claims is not None:
+            why = self.dra_filter(pod, node, claims, dra_state)
+            if why:
+                out.append((why, True))
         return out
 
     def _bind(self, pod, node):
@@ -886,14 +925,14 @@ class Controllers:
         self._event(stored, "Scheduled", f"Successfully assigned {ns}/{name} to {node['metadata']['name']}",
                     component="default-scheduler")
 
-    def _unschedulable(self, pod, message):
+    def _unschedulable(self, pod, message, reason="Unschedulable"):
         status = copy.deepcopy(pod.get("status") or {})
         old = next((c for c in status.get("conditions") or [] if c["type"] == "PodScheduled"), None)
         if old and old.get("message") == message:
             return
         status["conditions"] = [c for c in status.get("conditions") or [] if c["type"] != "PodScheduled"] + [
             {"type": "PodScheduled", "status": "False", "lastProbeTime": None, "lastTransitionTime": now_rfc3339(),
-             "reason": "Unschedulable", "message": message}]
+             "reason": reason, "message": message}]
         self._set_status(PODS, pod, status, "default-scheduler")
         self._event(pod, "FailedScheduling", message, "Warning", "default-scheduler")
 
@@ -901,11 +940,16 @@ class Controllers:
     def _kubelet_written(self, res, kind, obj, old):
         """Store listener: the pods and nodes written since the kubelets' last pass."""
         if res is PODS:
+            meta = obj["metadata"]
             if self.kubelet_pods_written is not None:
-                meta = obj["metadata"]
                 self.kubelet_pods_written.add((meta.get("namespace", ""), meta["name"]))
+            if (obj.get("spec") or {}).get("resourceClaims"):
+                self.dra_pods.add((meta.get("namespace", ""), meta["name"]))
         elif res is NODES:
             self.kubelet_nodes_written.add(obj["metadata"]["name"])
+        elif res is SLICES and (obj.get("spec") or {}).get("nodeName"):
+            # A slice written (or deleted) behind the DRA plugin's back: its node is checked again.
+            self.kubelet_nodes_written.add(obj["spec"]["nodeName"])
 
     def kubelets(self):
         """Each kubelet syncs its pods, then its device plugin's registration. A pass visits only what
@@ -985,9 +1029,12 @@ class Controllers:
         for state in self.pods.values():
             if not state.get("released") and state.get("node") in check:
                 states.setdefault(state.get("node"), []).append(state)
+        slices_by_node = self.dra_slices_by_node() if self.dra_active else None
         for name, node in nodes.items():
             if name in check and not self.kubelet_away(name):
                 self._device_plugin(node, now, states.get(name, ()))
+                if slices_by_node is not None:
+                    self.dra_plugin(node, now, states.get(name, ()), slices_by_node)
 
     def _read_file(self, pod, container, path):
         """A file in the container from a ConfigMap volume, or None."""
@@ -1056,6 +1103,9 @@ class Controllers:
         else:
             handler = runtime["defaultRuntime"]
         gpus = self._healthy_gpus(node["metadata"]["name"])
+        # Devices of DRA claims come as CDI devices: a runtime without CDI leaves them out.
+        dra_seen = self.dra_visible(container, state, node["metadata"]["name"]) \
+            if state.get("dra") and runtime["cdi"] else []
         granted_ids = [d for ids in state.get("granted", {}).values() for d in ids]
         plugin = self.plugins.get(node["metadata"]["name"]) or {}
         strategies = plugin.get("strategies") or ["envvar"]
@@ -1071,7 +1121,7 @@ class Controllers:
         elif granted_ids and "volume-mounts" in strategies:
             env["NVIDIA_VISIBLE_DEVICES"] = ",".join(sorted({d.split("::")[0] for d in granted_ids}))
         if handler != "nvidia" and not (via_cdi and runtime["cdi"]):
-            return [], False
+            return (dra_seen, True) if dra_seen else ([], False)
         seen = gpu_model.visible_devices(gpus, granted_ids) if via_cdi and runtime["cdi"] else []
         wanted = env.get("NVIDIA_VISIBLE_DEVICES")
         envvar_honoured = handler == "nvidia" and (runtime["acceptEnvvarUnprivileged"] or _privileged(container))
@@ -1081,7 +1131,7 @@ class Controllers:
             else:
                 extra = gpu_model.visible_devices(gpus, wanted.split(","))
                 seen = seen + [d for d in extra if d not in seen]
-        return seen, True
+        return seen + [d for d in dra_seen if d not in seen], True
 
     def _healthy_gpus(self, node_name):
         gpus = self.cluster.gpus.get(node_name, [])
@@ -1098,9 +1148,23 @@ class Controllers:
             if terminal(pod):
                 self.pods[uid] = {"node": node_name, "released": True, "containers": {}}
                 return
+            prepared = None
+            if pod["spec"].get("resourceClaims") and not pod["metadata"].get("deletionTimestamp"):
+                # The kubelet's DRA manager prepares the claims before the sandbox; until then the pod
+                # waits in ContainerCreating and is tried again.
+                if now < self.dra_retry.get(uid, 0):
+                    return
+                prepared, error = self.dra_prepare(pod, node_name)
+                if error:
+                    self.dra_retry[uid] = now + self.timing["podStart"]
+                    self._event(pod, "FailedPrepareDynamicResources", "Failed to prepare dynamic resources: "
+                                f"prepare dynamic resources: {error}", "Warning", host=node_name)
+                    self._write_pod_status(pod, {"containers": {}, "init_index": 0}, node)
+                    return
+                self.dra_retry.pop(uid, None)
             slow = self.cluster.faults.active("slow-pod-start")
             granted, error = self._allocate(pod, node_name)
-            state = self.pods[uid] = {"node": node_name, "granted": granted or {}, "containers": {},
+            state = self.pods[uid] = {"node": node_name, "granted": granted or {}, "dra": prepared, "containers": {},
                                       "start_at": now + self.timing["podStart"] +
                                       (float(slow.get("delay", 5)) if slow else 0),
                                       "started": now_rfc3339(), "files": {}, "init_index": 0}
@@ -1203,6 +1267,9 @@ class Controllers:
         self._event(pod, "Created", f"Created container: {container['name']}", host=node["metadata"]["name"])
         self._event(pod, "Started", f"Started container {container['name']}", host=node["metadata"]["name"])
         env = {e["name"]: e.get("value", "") for e in container.get("env") or []}
+        if kind == "dra-gpu-plugin":
+            self._start_dra_plugin(pod, container, cstate, node, now)
+            return
         if kind == "device-plugin":
             try:
                 if not tools:
@@ -1248,6 +1315,25 @@ class Controllers:
         cstate["files"] = ctx.files
         cstate.update(ends_at=now + self.timing["programRun"], result_rc=rc)
 
+    def _start_dra_plugin(self, pod, container, cstate, node, now):
+        """NVIDIA's gpu-kubelet-plugin: it enumerates the node's GPUs through NVML once, at start."""
+        self.dra_active = True
+        name = node["metadata"]["name"]
+        self.cluster.read_gpus(name)
+        healthy = self._healthy_gpus(name)
+        if not healthy or self.cluster.faults.active("plugin-crashloop", node=name):
+            cstate["log"] += ("E Error: error creating driver: failed to create device state: error enumerating all "
+                              "possible devices: error initializing NVML: ERROR_LIBRARY_NOT_FOUND\n")
+            cstate.update(ends_at=now + self.timing["programRun"], result_rc=1)
+            return
+        devices, index = gpu_model.dra_devices(healthy)
+        mounted = all(_mounts_host_path(pod, container, folder) for folder in PLUGIN_DIRS)
+        cstate["log"] += "".join(f"I Publishing device {d['name']}\n" for d in devices)
+        if not mounted:
+            cstate["log"] += (f"E failed to register with the kubelet: {PLUGIN_DIRS[0]} is not the kubelet's "
+                              "plugin registration directory\n")
+        cstate["dra_plugin"] = {"since": now, "devices": devices, "index": index, "mounted": mounted}
+
     def _config_manager(self, pod, container, env, node):
         """NVIDIA's config-manager: pick <label value>.yaml (or DEFAULT_CONFIG) from the configs directory."""
         label = env.get("NODE_LABEL", "nvidia.com/device-plugin.config")
@@ -1282,6 +1368,7 @@ class Controllers:
     def _terminate(self, cstate, rc, reason, now):
         cstate.update(state="terminated", rc=rc, reason=reason, finished_at=now_rfc3339(), ends_at=None)
         cstate.pop("plugin", None)
+        cstate.pop("dra_plugin", None)
 
     @staticmethod
     def _termination_message(container, cstate):
@@ -1369,6 +1456,11 @@ class Controllers:
                   "hostIPs": [{"ip": _internal_ip(node)}], "podIP": state.get("ip"),
                   "podIPs": [{"ip": state.get("ip")}], "startTime": old.get("startTime", stamp),
                   "containerStatuses": main_statuses, "qosClass": old.get("qosClass", "BestEffort")}
+        if not state.get("ip"):
+            # No sandbox yet (claims not prepared): no pod IP.
+            del status["podIP"], status["podIPs"]
+        if old.get("resourceClaimStatuses"):
+            status["resourceClaimStatuses"] = old["resourceClaimStatuses"]
         if inits:
             status["initContainerStatuses"] = init_statuses
         if state.get("deadline"):

@@ -36,18 +36,122 @@ def find_capture(name, base=None):
     raise FileNotFoundError(f"capture {name} not found in {[base] + CAPTURE_DIRS}")
 
 
+def _section(text, command):
+    """The output of one command of a multi-command text capture, or None."""
+    marker = f"# $ {command}\n"
+    if marker not in text:
+        return None
+    return text.split(marker, 1)[1].split("\n", 1)[1].split("\n####", 1)[0]
+
+
+def _q_tree(text):
+    """``nvidia-smi -q`` as nested [key, value, children] by indentation."""
+    root = ["", "", []]
+    stack = [(-1, root)]
+    for line in text.split("\n"):
+        if not line.strip() or line.startswith("="):
+            continue
+        indent = len(line) - len(line.lstrip(" "))
+        key, _sep, value = line.strip().partition(":")
+        node = [key.strip(), value.strip(), []]
+        while stack[-1][0] >= indent:
+            stack.pop()
+        stack[-1][1][2].append(node)
+        stack.append((indent, node))
+    return root
+
+
+def _child(node, key):
+    return next((c for c in node[2] if c[0] == key), None)
+
+
+def _value(node, *keys):
+    for key in keys:
+        node = _child(node, key) if node else None
+    return node[1] if node else None
+
+
+def _mib_bytes(text):
+    match = re.match(r"^(\d+)\s*MiB$", (text or "").strip())
+    return int(match.group(1)) * 1024 * 1024 if match else None
+
+
+def _int(text):
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+
+
+def _text_details(text):
+    """What ``nvidia-smi -q`` and ``--query-gpu`` of a text capture say of each GPU, in order."""
+    tree = _q_tree(_section(text, "nvidia-smi -q") or "")
+    driver, cuda = _value(tree, "Driver Version"), _value(tree, "CUDA Version")
+    caps = {}
+    csv_text = next((_section(text, line[4:]) for line in text.split("\n")
+                     if line.startswith("# $ nvidia-smi --query-gpu=")), None)
+    if csv_text:
+        rows = [[cell.strip() for cell in row.split(",")] for row in csv_text.strip().split("\n") if row.strip()]
+        header = rows[0] if rows else []
+        for row in rows[1:]:
+            entry = dict(zip(header, row))
+            caps[entry.get("uuid")] = entry.get("compute_cap")
+    out = []
+    for gpu in (c for c in tree[2] if c[0].startswith("GPU ")):
+        migs = []
+        for mig in (c for c in gpu[2] if c[0] == "MIG Device"):
+            shared = _child(_child(mig, "Device Attributes") or ["", "", []], "Shared") or ["", "", []]
+            migs.append({"memory": _mib_bytes(_value(mig, "Shared FB Memory Usage", "Total")),
+                         "giId": _int(_value(mig, "GPU Instance ID")),
+                         "multiprocessors": _int(_value(shared, "Multiprocessor count")),
+                         "copyEngines": _int(_value(shared, "Copy Engine count")),
+                         "decoders": _int(_value(shared, "Decoder count")),
+                         "encoders": _int(_value(shared, "Encoder count")),
+                         "jpegEngines": _int(_value(shared, "JPG count")),
+                         "ofaEngines": _int(_value(shared, "OFA count"))})
+        uuid = _value(gpu, "GPU UUID")
+        out.append({"uuid": uuid, "brand": _value(gpu, "Product Brand"),
+                    "architecture": _value(gpu, "Product Architecture"), "minor": _int(_value(gpu, "Minor Number")),
+                    "pciBusID": _value(gpu, "PCI", "Bus Id"), "memory": _mib_bytes(_value(gpu, "FB Memory Usage",
+                                                                                           "Total")),
+                    "driverVersion": driver, "cudaVersion": cuda, "computeCap": caps.get(uuid), "migs": migs})
+    return out
+
+
+def _xml_details(gpu, root):
+    return {"uuid": (gpu.findtext("uuid") or "").strip(), "brand": (gpu.findtext("product_brand") or "").strip(),
+            "architecture": (gpu.findtext("product_architecture") or "").strip() or None,
+            "minor": _int(gpu.findtext("minor_number")), "pciBusID": (gpu.findtext("pci/pci_bus_id") or "").strip(),
+            "memory": _mib_bytes(gpu.findtext("fb_memory_usage/total")),
+            "driverVersion": (root.findtext("driver_version") or "").strip() or None,
+            "cudaVersion": (root.findtext("cuda_version") or "").strip() or None, "computeCap": None, "migs": []}
+
+
 def load_capture(path):
-    """[{name, uuid, mig: [{profile, uuid}]}] from a text capture's -L section or an XML capture."""
+    """[{name, uuid, mig: [{profile, uuid, details}], details}] from a text capture's -L section (its -q
+    and --query-gpu sections give the details) or an XML capture. ``details`` holds what NVIDIA's DRA
+    driver publishes of a device and the capture records: brand, architecture, minor number, PCI bus
+    id, memory in bytes, driver and CUDA versions, compute capability (text captures only: the XML
+    log has none) and, for a MIG device, its memory and engine counts."""
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
     gpus = []
     if "# $ nvidia-smi -L" in text:
-        section = text.split("# $ nvidia-smi -L", 1)[1].split("\n", 2)[2]
-        return parse_list(section.split("\n####", 1)[0])
+        gpus = parse_list(_section(text, "nvidia-smi -L"))
+        details = _text_details(text)
+        for index, gpu in enumerate(gpus):
+            found = next((d for d in details if d["uuid"] == gpu["uuid"]), details[index] if index < len(details)
+                         else None)
+            if found:
+                gpu["details"] = {k: v for k, v in found.items() if k not in ("uuid", "migs")}
+                for mig, extra in zip(gpu["mig"], found["migs"]):
+                    mig["details"] = extra
+        return gpus
     root = ET.fromstring(re.sub(r"<!DOCTYPE[^>]*>", "", text))
     for gpu in root.findall("gpu"):
-        gpus.append({"name": (gpu.findtext("product_name") or "").strip(),
-                     "uuid": (gpu.findtext("uuid") or "").strip(), "mig": []})
+        details = _xml_details(gpu, root)
+        gpus.append({"name": (gpu.findtext("product_name") or "").strip(), "uuid": details.pop("uuid"), "mig": [],
+                     "details": {k: v for k, v in details.items() if k != "migs"}})
     return gpus
 
 
@@ -95,10 +199,22 @@ def node_gpus(spec, node, base=None):
     out = []
     for index in range(count):
         source = gpus[index % len(gpus)]
-        out.append({"name": source["name"], "uuid": _unique(source["uuid"], node, index),
-                    "mig": [{"profile": m["profile"], "uuid": _unique(m["uuid"], node, f"{index}/{j}")}
-                            for j, m in enumerate(source["mig"])]})
+        copied = {"name": source["name"], "uuid": _unique(source["uuid"], node, index),
+                  "mig": [dict(m, uuid=_unique(m["uuid"], node, f"{index}/{j}")) for j, m in enumerate(source["mig"])]}
+        if "details" in source:
+            # A copy is the board's next GPU: its own minor number and PCI bus (invented, as the UUIDs are).
+            copied["details"] = dict(source["details"], minor=index, pciBusID=_next_bus(source["details"].get(
+                "pciBusID"), index))
+        out.append(copied)
     return out
+
+
+def _next_bus(bus_id, offset):
+    """The PCI address ``offset`` buses after ``bus_id`` (00000000:00:09.0 -> 00000000:01:09.0)."""
+    match = re.match(r"^([0-9A-Fa-f]+):([0-9A-Fa-f]{2}):(.*)$", bus_id or "")
+    if not match:
+        return bus_id
+    return f"{match.group(1)}:{(int(match.group(2), 16) + offset) % 256:02X}:{match.group(3)}"
 
 
 def list_output(devices):
@@ -226,3 +342,110 @@ def visible_devices(gpus, granted):
 
 def all_devices(gpus):
     return [(g, g["mig"] or None) for g in gpus]
+
+
+# ------------------------------------------------------- DRA kubelet plugin
+
+DRA_DRIVER = "gpu.nvidia.com"
+# go-nvlib's GetBrandAsString for the brands nvidia-smi prints.
+_BRANDS = {"NVIDIA": "Nvidia", "NVIDIA RTX": "NvidiaRTX", "Quadro RTX": "QuadroRTX", "GeForce RTX": "GeForceRTX",
+           "Titan RTX": "TitanRTX", "NVIDIA Virtual Applications": "NvidiaVApps", "NVIDIA Virtual PC": "NvidiaVPC",
+           "NVIDIA Virtual Compute Server": "NvidiaVCS", "NVIDIA Virtual Workstation": "NvidiaVWS",
+           "NVIDIA Cloud Gaming": "NvidiaCloudGaming", "Quadro": "Quadro", "Tesla": "Tesla", "NVS": "NVS",
+           "GRID": "Grid", "GeForce": "GeForce", "Titan": "Titan"}
+MEMORY_SLICES = 8
+
+
+def _version(text, parts=3):
+    """A driver or CUDA version as the semver the driver publishes (590.48.01 -> 590.48.1, 13.1 -> 13.1.0)."""
+    numbers = [int(p) for p in re.findall(r"\d+", text or "")][:parts]
+    return ".".join(str(n) for n in numbers + [0] * (parts - len(numbers))) if numbers else None
+
+
+def binary_si(count):
+    """Bytes as the BinarySI quantity Kubernetes prints (85520809984 -> 81559Mi)."""
+    for suffix, size in (("Ei", 2 ** 60), ("Pi", 2 ** 50), ("Ti", 2 ** 40), ("Gi", 2 ** 30), ("Mi", 2 ** 20),
+                         ("Ki", 2 ** 10)):
+        if count and count % size == 0:
+            return f"{count // size}{suffix}"
+    return str(count)
+
+
+def _pci(bus_id):
+    """nvidia-smi's 00000000:00:09.0 as the standard attribute writes a PCI address: 0000:00:09.0."""
+    match = re.match(r"^([0-9A-Fa-f]+):([0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$", bus_id or "")
+    return f"{int(match.group(1), 16):04x}:{match.group(2).lower()}" if match else None
+
+
+def _mig_layout(gpu):
+    """[(profile id, placement start, memory slices)] of the GPU's MIG devices. The GPU instance profile
+    ids are nvidia-smi's (``mig -lgip``: 0 for 7g, 5 for 4g, 9 for 3g, 14 for 2g, 15 for a 1g with two
+    memory slices, 19 for 1g, 20 for 1g+me); the memory slices follow from the profile's share of the
+    GPU's memory. STAND-IN: captures do not record placements; each device takes the lowest aligned
+    free start, in nvidia-smi's order."""
+    total = (gpu.get("details") or {}).get("memory") or 0
+    taken, out = set(), []
+    for mig in gpu["mig"]:
+        memory = (mig.get("details") or {}).get("memory") or 0
+        size = max(1, round(memory * MEMORY_SLICES / total)) if total else 1
+        size = 4 if size == 3 else size
+        compute = int(re.match(r"^(\d+)", mig["profile"]).group(1)) if re.match(r"^\d", mig["profile"]) else 1
+        profile_id = {7: 0, 4: 5, 3: 9, 2: 14}.get(compute)
+        if profile_id is None:
+            profile_id = 20 if mig["profile"].endswith("+me") else 15 if size == 2 else 19
+        start = next((s for s in range(0, MEMORY_SLICES, size) if not taken & set(range(s, s + size))), 0)
+        taken |= set(range(start, start + size))
+        out.append((profile_id, start, size))
+    return out
+
+
+def dra_devices(gpus):
+    """The devices NVIDIA's DRA kubelet plugin (gpu-kubelet-plugin) publishes in its node's ResourceSlice,
+    and {device name: (gpu, mig or None)}. A GPU with MIG enabled is published as its MIG devices only.
+    Names, attributes and capacities as cmd/gpu-kubelet-plugin (deviceinfo.go, mig.go) builds them
+    (v0.4): ``gpu-<minor>``, ``gpu-<minor>-mig-<profile>-<profile id>-<placement start>``. What a capture
+    does not record is left out (an XML capture has no compute capability; no capture has the PCIe
+    root, which the plugin reads from sysfs)."""
+    devices, index = [], {}
+    for position, gpu in enumerate(gpus):
+        details = gpu.get("details") or {}
+        minor = details.get("minor", position) if details.get("minor") is not None else position
+        common = {"productName": {"string": gpu["name"]}}
+        if details.get("brand"):
+            common["brand"] = {"string": _BRANDS.get(details["brand"], details["brand"])}
+        if details.get("architecture"):
+            common["architecture"] = {"string": details["architecture"]}
+        for attribute, value, parts in (("cudaComputeCapability", details.get("computeCap"), 3),
+                                        ("driverVersion", details.get("driverVersion"), 3),
+                                        ("cudaDriverVersion", details.get("cudaVersion"), 3)):
+            if _version(value, parts):
+                common[attribute] = {"version": _version(value, parts)}
+        if _pci(details.get("pciBusID")):
+            common["resource.kubernetes.io/pciBusID"] = {"string": _pci(details["pciBusID"])}
+        if not gpu["mig"]:
+            name = f"gpu-{minor}"
+            device = {"name": name, "attributes": dict({"type": {"string": "gpu"}, "uuid": {"string": gpu["uuid"]}},
+                                                       **common)}
+            if details.get("memory"):
+                device["capacity"] = {"memory": {"value": binary_si(details["memory"])}}
+            devices.append(device)
+            index[name] = (gpu, None)
+            continue
+        for mig, (profile_id, start, size) in zip(gpu["mig"], _mig_layout(gpu)):
+            extra = mig.get("details") or {}
+            short = re.sub(r"[^a-z0-9]", "", mig["profile"].lower())
+            name = f"gpu-{minor}-mig-{short}-{profile_id}-{start}"
+            attributes = dict({"type": {"string": "mig"}, "uuid": {"string": mig["uuid"]},
+                               "parentUUID": {"string": gpu["uuid"]}, "profile": {"string": mig["profile"]}},
+                              **common)
+            capacity = {key: {"value": str(extra[key])} for key in ("multiprocessors", "copyEngines", "decoders",
+                                                                     "encoders", "jpegEngines", "ofaEngines")
+                        if extra.get(key) is not None}
+            if extra.get("memory"):
+                capacity["memory"] = {"value": binary_si(extra["memory"])}
+            for slot in range(start, start + size):
+                if len(attributes) + len(capacity) < 32:
+                    capacity[f"memorySlice{slot}"] = {"value": "1"}
+            devices.append({"name": name, "attributes": attributes, "capacity": capacity})
+            index[name] = (gpu, mig)
+    return devices, index

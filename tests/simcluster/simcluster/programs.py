@@ -15,7 +15,9 @@ import shlex
 from . import gpus as gpu_model
 
 DAEMONS = {"nvidia-device-plugin": "device-plugin", "gpu-feature-discovery": "gfd",
-           "config-manager": "config-manager", "mps-control-daemon": "mps"}
+           "config-manager": "config-manager", "mps-control-daemon": "mps",
+           # NVIDIA's DRA driver (kubernetes-sigs/dra-driver-nvidia-gpu, cmd/): its kubelet plugins.
+           "gpu-kubelet-plugin": "dra-gpu-plugin", "compute-domain-kubelet-plugin": "daemon"}
 # Entrypoints of the images NVIDIA publishes (their Dockerfiles), by image name.
 ENTRYPOINTS = [("k8s-device-plugin", ["nvidia-device-plugin"]), ("gpu-feature-discovery", ["gpu-feature-discovery"]),
                ("cuda-sample:vectoradd", ["/cuda-samples/vectorAdd"]), ("cuda-sample", ["/cuda-samples/vectorAdd"])]
@@ -58,6 +60,10 @@ def daemon_kind(argv):
         return "daemon"
     if name in ("sh", "bash") and "-c" in argv:
         script = argv[argv.index("-c") + 1] if argv.index("-c") + 1 < len(argv) else ""
+        # A script that runs a known daemon (the DRA driver's chart starts its plugins from bash -c).
+        for daemon, kind in DAEMONS.items():
+            if re.search(rf"(^|[\s/;&|]){re.escape(daemon)}(\s|$|;)", script):
+                return kind
         if re.search(r"\bsleep\s+inf", script) or "while true" in script:
             return "daemon"
         return None

@@ -66,6 +66,13 @@ RESOURCES = [
     Resource("rbac.authorization.k8s.io", "v1", "Role", "roles", True),
     Resource("rbac.authorization.k8s.io", "v1", "RoleBinding", "rolebindings", True),
     Resource("coordination.k8s.io", "v1", "Lease", "leases", True),
+    # Dynamic Resource Allocation (pkg/registry/resource: no short names; a DeviceClass's spec changes bump
+    # its generation, and so do a ResourceSlice's; slices select on spec.nodeName and spec.driver).
+    Resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, generation=True),
+    Resource("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, subresources=("status",)),
+    Resource("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    Resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False, generation=True,
+             fields=("spec.nodeName", "spec.driver")),
 ]
 
 # Subresources that are their own kind in discovery (apiserver's storage map). Group and
@@ -146,6 +153,8 @@ _add(("status",), _STATUS_CONDITIONS)
 _add(("status",), {"addresses": ("type",), "images": None})
 _add(("status",), {"containerStatuses": ("name",), "initContainerStatuses": ("name",)})
 _add(("spec",), {"ports": ("port", "protocol")})
+# ResourceClaim status (resource/v1 types.go: reservedFor listMapKey uid; devices by driver, device, pool, shareID).
+_add(("status",), {"reservedFor": ("uid",), "devices": ("driver", "device", "pool", "shareID")})
 
 # Lists of scalars that merge as sets (x-kubernetes-list-type: set).
 SET_LISTS = {("metadata", "finalizers"), ("spec", "finalizers")}
