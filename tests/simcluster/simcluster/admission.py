@@ -349,6 +349,7 @@ def _pod_spec_causes(spec, prefix, pod_level):
                                                   f"{rname} limit of {limits[rname]}"})
     if not spec.get("containers"):
         causes.append({"reason": "FieldValueRequired", "field": f"{prefix}.containers", "message": "Required value"})
+    causes += _resource_claim_causes(spec, prefix)
     if pod_level and spec.get("restartPolicy") not in (None, "Always", "OnFailure", "Never"):
         # validateRestartPolicy (pkg/apis/core/validation/validation.go).
         causes.append({"reason": "FieldValueNotSupported", "field": f"{prefix}.restartPolicy",
@@ -362,6 +363,31 @@ def _pod_spec_causes(spec, prefix, pod_level):
             causes.append({"field": f"{prefix}.tolerations[{index}].operator",
                            "message": f'Invalid value: "{tol.get("value")}": value must be empty when `operator` '
                                       "is 'Exists'"})
+    return causes
+
+
+def _resource_claim_causes(spec, prefix):
+    """validatePodResourceClaims and validateResourceClaimNames (pkg/apis/core/validation): each entry names
+    a claim or a template, not both; a container's claims are entries of the pod."""
+    causes, names = [], []
+    for index, entry in enumerate(spec.get("resourceClaims") or []):
+        here = f"{prefix}.resourceClaims[{index}]"
+        given = [k for k in ("resourceClaimName", "resourceClaimTemplateName") if entry.get(k)]
+        if len(given) != 1:
+            causes.append({"field": here, "message": "Invalid value: " + ("null" if not given else "\"{...}\"") +
+                           ": must specify one of: `resourceClaimName`, `resourceClaimTemplateName`"})
+        if entry.get("name") in names:
+            causes.append({"reason": "FieldValueDuplicate", "field": f"{here}.name",
+                           "message": f'Duplicate value: "{entry.get("name")}"'})
+        names.append(entry.get("name"))
+    for group in ("initContainers", "containers"):
+        for index, container in enumerate(spec.get(group) or []):
+            for position, claim in enumerate((container.get("resources") or {}).get("claims") or []):
+                if claim.get("name") not in names:
+                    causes.append({"reason": "FieldValueNotFound",
+                                   "field": f"{prefix}.{group}[{index}].resources.claims[{position}]",
+                                   "message": f'Not found: "{claim.get("name")}": must be one of the names in '
+                                              f"pod.spec.resourceClaims: {', '.join(str(n) for n in names) or 'none'}"})
     return causes
 
 

@@ -29,7 +29,7 @@ import yaml
 
 from . import openapi
 from .controllers import pod_ready
-from .resources import BY_KEY, RESOURCES, SUBRESOURCE_KINDS, group_versions, lookup
+from .resources import BY_KEY, RESOURCES, SUBRESOURCE_KINDS, group_versions, lookup, served
 from .selectors import fields_match, labels_match, parse_field_selector, parse_label_selector, \
     label_selector_object_match
 from .store import ApiError, not_found, now_rfc3339
@@ -189,10 +189,10 @@ def table(res, items, include, rv):
                                    "priority": column[3]} for column in columns], "rows": rows}
 
 
-def discovery_resources(group, version):
+def discovery_resources(group, version, release=None):
     out = []
     for res in RESOURCES:
-        if res.group != group or res.version != version:
+        if res.group != group or res.version != version or not served(res, release):
             continue
         entry = {"name": res.plural, "singularName": res.kind.lower(), "namespaced": res.namespaced,
                  "kind": res.kind, "verbs": list(res.verbs),
@@ -423,13 +423,13 @@ class Handler(BaseHTTPRequestHandler):
                              "platform": "linux/amd64"})
             return
         if path == "/openapi/v3":
-            self._send(200, openapi.index())
+            self._send(200, openapi.index(cluster.release))
             return
         if path.startswith("/openapi/v3/"):
             parts = path[len("/openapi/v3/"):].split("/")
             group, version = ("", parts[1]) if parts[0] == "api" and len(parts) == 2 else (
                 (parts[1], parts[2]) if parts[0] == "apis" and len(parts) == 3 else (None, None))
-            doc = openapi.document(group, version) if version else None
+            doc = openapi.document(group, version, cluster.release) if version else None
             if doc is None:
                 raise ApiError(404, "404 page not found", "NotFound")
             self._send(200, doc)
@@ -442,7 +442,7 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/apis":
             groups = [{"name": g, "versions": [{"groupVersion": f"{g}/{v}", "version": v} for v in versions],
                        "preferredVersion": {"groupVersion": f"{g}/{versions[0]}", "version": versions[0]}}
-                      for g, versions in group_versions().items()]
+                      for g, versions in group_versions(cluster.release).items()]
             self._send(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
             return
         parts = path.strip("/").split("/")
@@ -451,7 +451,7 @@ class Handler(BaseHTTPRequestHandler):
         elif parts[0] == "apis" and len(parts) >= 2:
             group = parts[1]
             if len(parts) == 2:
-                versions = group_versions().get(group)
+                versions = group_versions(cluster.release).get(group)
                 if not versions:
                     raise ApiError(404, "the server could not find the requested resource", "NotFound")
                 self._send(200, {"kind": "APIGroup", "apiVersion": "v1", "name": group,
@@ -463,7 +463,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         if not rest:
-            resources = discovery_resources(group, version)
+            resources = discovery_resources(group, version, cluster.release)
             if not resources:
                 raise ApiError(404, "the server could not find the requested resource", "NotFound")
             self._send(200, {"kind": "APIResourceList", "apiVersion": "v1",
@@ -473,7 +473,7 @@ class Handler(BaseHTTPRequestHandler):
         if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
             namespace, rest = rest[1], rest[2:]
         plural = rest[0]
-        res = lookup(group, version, plural)
+        res = lookup(group, version, plural, cluster.release)
         if res is None or (namespace is not None and not res.namespaced):
             raise ApiError(404, "the server could not find the requested resource", "NotFound")
         if len(rest) > 1:

@@ -212,6 +212,7 @@ class Cluster:
     def __init__(self, description, base_dir="."):
         self.description = description
         self.version = str(description.get("kubernetesVersion", "1.37.0")).lstrip("v")
+        self.release = _major_minor(self.version)
         self.timing = resolve_timing(description.get("timing"), self.version)
         self.pod_security_default = description.get("podSecurityDefault", "privileged")
         self.store = Store()
@@ -314,7 +315,7 @@ class Cluster:
         api_version = obj.get("apiVersion", "")
         group = api_version.split("/", 1)[0] if "/" in api_version else ""
         res = BY_KIND.get((group, obj.get("kind")))
-        if res is None or res.api_version != api_version:
+        if res is None or res.api_version != api_version or (res.since and self.release < res.since):
             raise ApiError(404, f"the server could not find the requested resource ({obj.get('kind')} "
                                 f"{api_version})", "NotFound")
         return res

@@ -1316,23 +1316,34 @@ class Controllers(DraMixin):
         cstate.update(ends_at=now + self.timing["programRun"], result_rc=rc)
 
     def _start_dra_plugin(self, pod, container, cstate, node, now):
-        """NVIDIA's gpu-kubelet-plugin: it enumerates the node's GPUs through NVML once, at start."""
+        """NVIDIA's gpu-kubelet-plugin (cmd/gpu-kubelet-plugin/main.go): its required flags (--node-name,
+        --image-name, or their environment variables), NVML from the driver root mounted at /driver-root,
+        the node's GPUs enumerated once, at start."""
         self.dra_active = True
         name = node["metadata"]["name"]
+        argv = programs.argv_of(container)
+        given = {e["name"] for e in container.get("env") or [] if e.get("value") or e.get("valueFrom")}
+        missing = [flag for flag, variable in (("node-name", "NODE_NAME"), ("image-name", "IMAGE_NAME"))
+                   if variable not in given and not any(a.startswith(f"--{flag}") for a in argv)]
+        if missing:
+            cstate["log"] += f'Required flags "{", ".join(missing)}" not set\n'
+            cstate.update(ends_at=now + self.timing["programRun"], result_rc=1)
+            return
         self.cluster.read_gpus(name)
         healthy = self._healthy_gpus(name)
-        if not healthy or self.cluster.faults.active("plugin-crashloop", node=name):
+        if not healthy or not _mounts_host_volume(pod, container, "/driver-root") \
+                or self.cluster.faults.active("plugin-crashloop", node=name):
             cstate["log"] += ("E Error: error creating driver: failed to create device state: error enumerating all "
                               "possible devices: error initializing NVML: ERROR_LIBRARY_NOT_FOUND\n")
             cstate.update(ends_at=now + self.timing["programRun"], result_rc=1)
             return
         devices, index = gpu_model.dra_devices(healthy)
-        mounted = all(_mounts_host_path(pod, container, folder) for folder in PLUGIN_DIRS)
+        registrable = all(_mounts_host_path(pod, container, folder) for folder in PLUGIN_DIRS)
         cstate["log"] += "".join(f"I Publishing device {d['name']}\n" for d in devices)
-        if not mounted:
+        if not registrable:
             cstate["log"] += (f"E failed to register with the kubelet: {PLUGIN_DIRS[0]} is not the kubelet's "
                               "plugin registration directory\n")
-        cstate["dra_plugin"] = {"since": now, "devices": devices, "index": index, "mounted": mounted}
+        cstate["dra_plugin"] = {"since": now, "devices": devices, "index": index, "registrable": registrable}
 
     def _config_manager(self, pod, container, env, node):
         """NVIDIA's config-manager: pick <label value>.yaml (or DEFAULT_CONFIG) from the configs directory."""
@@ -1607,6 +1618,16 @@ def _mounts_host_path(pod, container, path):
         volume = next((v for v in pod["spec"].get("volumes") or [] if v["name"] == mount["name"]), {})
         if (volume.get("hostPath") or {}).get("path", "").rstrip("/") == path:
             return True
+    return False
+
+
+def _mounts_host_volume(pod, container, mount_path):
+    """Whether a hostPath volume is mounted at mount_path (whatever host folder it is)."""
+    for mount in container.get("volumeMounts") or []:
+        if mount["mountPath"].rstrip("/") == mount_path:
+            volume = next((v for v in pod["spec"].get("volumes") or [] if v["name"] == mount["name"]), {})
+            if "hostPath" in volume:
+                return True
     return False
 
 

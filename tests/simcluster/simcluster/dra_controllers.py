@@ -26,16 +26,19 @@ Sources (dra.py names those of the types, selectors and allocator):
   CDI devices unless CDI is enabled).
 - NVIDIA's DRA kubelet plugin (kubernetes-sigs/dra-driver-nvidia-gpu, cmd/gpu-kubelet-plugin):
   recognised by what its container runs (``gpu-kubelet-plugin``, also inside a ``bash -c``
-  script as the chart runs it), with the kubelet's plugins and plugins_registry directories
-  mounted from the host. It registers after ``pluginRegister`` seconds and publishes one
-  ResourceSlice for its node (driver ``gpu.nvidia.com``, pool named after the node, one slice)
-  from the GPUs the node has when it starts (gpus.dra_devices); a slice deleted or changed
-  behind its back is written again. A node without GPUs fails NVML's initialisation and
-  crash-loops. When the plugin stops, the kubelet removes the node's slices of the driver
-  (STAND-IN: at once; a real kubelet waits 30 s for the plugin to come back).
+  script as the chart runs it). It needs its node and image names (flags or NODE_NAME and IMAGE_NAME)
+  and the driver root at /driver-root, else it exits and crash-loops, as it does on a node
+  without GPUs (NVML's initialisation fails). Once it runs it publishes one ResourceSlice for
+  its node (driver ``gpu.nvidia.com``, pool named after the node, one slice) from the GPUs the
+  node has when it starts (gpus.dra_devices); a slice deleted or changed behind its back is
+  written again. It registers with the kubelet after ``pluginRegister`` seconds, only with the
+  kubelet's plugin directories mounted: until then a pod allocated its devices waits. When the
+  plugin stops, the kubelet removes the node's slices of the driver (STAND-IN: at once; a real
+  kubelet waits 30 s for the plugin to come back).
 """
 
 import copy
+import time
 
 from . import dra
 from . import gpus as gpu_model
@@ -50,6 +53,8 @@ SLICES = BY_KEY[("resource.k8s.io", "resourceslices")]
 CLASSES = BY_KEY[("resource.k8s.io", "deviceclasses")]
 PLUGIN_DIRS = ("/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins")
 CLAIM_CONTROLLER = "resource-claim-controller"
+# The source of the claim controller's events (controller.go's event recorder).
+CLAIM_EVENTS = "resource_claim"
 
 
 def claim_generate_name(pod_name, entry_name):
@@ -65,8 +70,8 @@ def claim_generate_name(pod_name, entry_name):
 def pod_done(pod):
     """isPodDone: finished, or deleted before it was bound."""
     phase = (pod.get("status") or {}).get("phase")
-    return phase in ("Succeeded", "Failed") or bool(pod["metadata"].get("deletionTimestamp")
-                                                     and not pod["spec"].get("nodeName"))
+    deleted_unbound = bool(pod["metadata"].get("deletionTimestamp")) and not pod["spec"].get("nodeName")
+    return phase in ("Succeeded", "Failed") or deleted_unbound
 
 
 def claim_names(pod):
@@ -122,10 +127,14 @@ class DraMixin:
             if existing is None:
                 template = self.store.peek(TEMPLATES, meta["namespace"], template_name)
                 if template is None:
-                    self._event(pod, "FailedResourceClaimCreation",
-                                f'PodResourceClaim {entry["name"]}: resource claim template "{template_name}": '
-                                f'resourceclaimtemplate.resource.k8s.io "{template_name}" not found', "Warning",
-                                component=CLAIM_CONTROLLER)
+                    # Retried with the work queue's back-off: an event per try, not per tick.
+                    key = ("template", meta["uid"], entry["name"])
+                    if time.monotonic() >= self.dra_retry.get(key, 0):
+                        self.dra_retry[key] = time.monotonic() + self.timing["crashBackoff"]
+                        self._event(pod, "FailedResourceClaimCreation",
+                                    f'PodResourceClaim {entry["name"]}: resource claim template "{template_name}": '
+                                    f'resourceclaimtemplate.resource.k8s.io "{template_name}" not found', "Warning",
+                                    component=CLAIM_EVENTS)
                     continue
                 tmeta = (template.get("spec") or {}).get("metadata") or {}
                 claim = {"apiVersion": CLAIMS.api_version, "kind": "ResourceClaim",
@@ -144,7 +153,7 @@ class DraMixin:
                 except ApiError as err:
                     self._event(pod, "FailedResourceClaimCreation", f"PodResourceClaim {entry['name']}: create "
                                 f"ResourceClaim {claim['metadata']['generateName']}: {err.message}", "Warning",
-                                component=CLAIM_CONTROLLER)
+                                component=CLAIM_EVENTS)
                     continue
             added.append({"name": entry["name"], "resourceClaimName": existing["metadata"]["name"]})
         if added:
@@ -270,8 +279,8 @@ class DraMixin:
     def dra_bind(self, pod, node, claims, state):
         """Write the claims' allocations and reservations before the pod is bound; False when a write failed."""
         name = node["metadata"]["name"]
-        chosen = {c["metadata"]["name"]: results for c, results in state["choice"].get((pod["metadata"]["uid"], name),
-                                                                                        [])}
+        picked = state["choice"].get((pod["metadata"]["uid"], name), [])
+        chosen = {c["metadata"]["name"]: results for c, results in picked}
         entry = {"resource": "pods", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]}
         for claim in claims:
             meta = claim["metadata"]
@@ -361,23 +370,26 @@ class DraMixin:
         return out
 
     def dra_plugin(self, node, now, states, slices_by_node):
-        """NVIDIA's DRA kubelet plugin on the node: registration, and its ResourceSlice."""
+        """NVIDIA's DRA kubelet plugin on the node: its ResourceSlice, which it publishes itself once it
+        runs (the vendored resourceslice controller: pool generation 1, names <index>-<driver>-<node>-,
+        the same generation while the devices stay the same), and its registration with the kubelet
+        (the plugin directories mounted, after pluginRegister seconds)."""
         name = node["metadata"]["name"]
         running = None
         for state in states:
             for cstate in state["containers"].values():
                 plugin = cstate.get("dra_plugin")
-                if cstate["state"] == "running" and plugin and plugin["mounted"]:
-                    if now - plugin["since"] >= self.timing["pluginRegister"]:
-                        running = plugin
-                    else:
+                if cstate["state"] == "running" and plugin:
+                    running = plugin
+                    if plugin["registrable"] and now - plugin["since"] < self.timing["pluginRegister"]:
                         self.plugins_pending.add(name)
         record = self.dra_nodes.get(name)
         if running is None and record is None:
             return
         if record is None:
             record = self.dra_nodes[name] = {}
-        record["registered"] = running is not None
+        record["registered"] = bool(running and running["registrable"]
+                                    and now - running["since"] >= self.timing["pluginRegister"])
         record["index"] = running["index"] if running else {}
         slices = slices_by_node.get(name, [])
         if running is None:
@@ -392,9 +404,10 @@ class DraMixin:
         if len(slices) == 1 and slices[0]["spec"].get("devices") == devices \
                 and slices[0]["spec"].get("pool") == record.get("pool"):
             return
-        generation = int((record.get("pool") or {}).get("generation", 0)) + (1 if record.get("pool") else 0)
-        pool = {"name": name, "generation": generation, "resourceSliceCount": 1}
-        record["pool"] = pool
+        pool = dict(record.get("pool") or {"name": name, "generation": 1, "resourceSliceCount": 1})
+        if record.get("devices") is not None and record["devices"] != devices:
+            pool["generation"] += 1
+        record["pool"], record["devices"] = pool, devices
         spec = {"driver": gpu_model.DRA_DRIVER, "pool": pool, "nodeName": name, "devices": devices}
         try:
             if slices:
@@ -407,7 +420,7 @@ class DraMixin:
             else:
                 self.cluster.create(SLICES, "", {
                     "apiVersion": SLICES.api_version, "kind": "ResourceSlice",
-                    "metadata": {"generateName": f"{name}-{gpu_model.DRA_DRIVER}-",
+                    "metadata": {"generateName": f"00000-{gpu_model.DRA_DRIVER}-{name}-",
                                  "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name,
                                                       "uid": node["metadata"]["uid"], "controller": True}]},
                     "spec": spec}, manager="gpu-kubelet-plugin")

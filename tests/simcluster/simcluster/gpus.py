@@ -110,16 +110,17 @@ def _text_details(text):
                          "jpegEngines": _int(_value(shared, "JPG count")),
                          "ofaEngines": _int(_value(shared, "OFA count"))})
         uuid = _value(gpu, "GPU UUID")
-        out.append({"uuid": uuid, "brand": _value(gpu, "Product Brand"),
+        out.append({"uuid": uuid, "brand": _value(gpu, "Product Brand"), "addressingMode": _value(gpu, "Addressing Mode"),
                     "architecture": _value(gpu, "Product Architecture"), "minor": _int(_value(gpu, "Minor Number")),
-                    "pciBusID": _value(gpu, "PCI", "Bus Id"), "memory": _mib_bytes(_value(gpu, "FB Memory Usage",
-                                                                                           "Total")),
+                    "pciBusID": _value(gpu, "PCI", "Bus Id"),
+                    "memory": _mib_bytes(_value(gpu, "FB Memory Usage", "Total")),
                     "driverVersion": driver, "cudaVersion": cuda, "computeCap": caps.get(uuid), "migs": migs})
     return out
 
 
 def _xml_details(gpu, root):
     return {"uuid": (gpu.findtext("uuid") or "").strip(), "brand": (gpu.findtext("product_brand") or "").strip(),
+            "addressingMode": (gpu.findtext("addressing_mode") or "").strip() or None,
             "architecture": (gpu.findtext("product_architecture") or "").strip() or None,
             "minor": _int(gpu.findtext("minor_number")), "pciBusID": (gpu.findtext("pci/pci_bus_id") or "").strip(),
             "memory": _mib_bytes(gpu.findtext("fb_memory_usage/total")),
@@ -377,23 +378,34 @@ def _pci(bus_id):
     return f"{int(match.group(1), 16):04x}:{match.group(2).lower()}" if match else None
 
 
+# GPU instance ID -> placement start, by GPU instance profile id, on the A100/H100 80GB (NVIDIA's MIG
+# User Guide, "A100 MIG profiles" and the placements table: the IDs follow the placements).
+_GI_STARTS = {19: {7 + s: s for s in range(7)}, 20: {7 + s: s for s in range(7)},
+              15: {3: 0, 4: 2, 5: 4, 6: 6}, 14: {3: 0, 4: 2, 5: 4}, 9: {1: 0, 2: 4}, 5: {1: 0}, 0: {0: 0}}
+
+
 def _mig_layout(gpu):
     """[(profile id, placement start, memory slices)] of the GPU's MIG devices. The GPU instance profile
     ids are nvidia-smi's (``mig -lgip``: 0 for 7g, 5 for 4g, 9 for 3g, 14 for 2g, 15 for a 1g with two
     memory slices, 19 for 1g, 20 for 1g+me); the memory slices follow from the profile's share of the
-    GPU's memory. STAND-IN: captures do not record placements; each device takes the lowest aligned
-    free start, in nvidia-smi's order."""
+    GPU's memory; the placement from the GPU instance ID the capture records. STAND-IN: without one, a
+    device takes the lowest aligned free start, in nvidia-smi's order."""
     total = (gpu.get("details") or {}).get("memory") or 0
     taken, out = set(), []
     for mig in gpu["mig"]:
-        memory = (mig.get("details") or {}).get("memory") or 0
+        extra = mig.get("details") or {}
+        memory = extra.get("memory") or 0
         size = max(1, round(memory * MEMORY_SLICES / total)) if total else 1
         size = 4 if size == 3 else size
         compute = int(re.match(r"^(\d+)", mig["profile"]).group(1)) if re.match(r"^\d", mig["profile"]) else 1
         profile_id = {7: 0, 4: 5, 3: 9, 2: 14}.get(compute)
         if profile_id is None:
             profile_id = 20 if mig["profile"].endswith("+me") else 15 if size == 2 else 19
-        start = next((s for s in range(0, MEMORY_SLICES, size) if not taken & set(range(s, s + size))), 0)
+        start = _GI_STARTS.get(profile_id, {}).get(extra.get("giId"))
+        if start is None:
+            # Seven compute slices: a one-slice instance starts at 0 to 6, never 7.
+            starts = range(0, MEMORY_SLICES - 1 if size == 1 else MEMORY_SLICES, size)
+            start = next((s for s in starts if not taken & set(range(s, s + size))), 0)
         taken |= set(range(start, start + size))
         out.append((profile_id, start, size))
     return out
@@ -415,6 +427,9 @@ def dra_devices(gpus):
             common["brand"] = {"string": _BRANDS.get(details["brand"], details["brand"])}
         if details.get("architecture"):
             common["architecture"] = {"string": details["architecture"]}
+        if details.get("addressingMode") and details["addressingMode"] != "N/A":
+            # NVML's addressing mode (HMM, ATS, None), published whenever the driver reports one.
+            common["addressingMode"] = {"string": details["addressingMode"]}
         for attribute, value, parts in (("cudaComputeCapability", details.get("computeCap"), 3),
                                         ("driverVersion", details.get("driverVersion"), 3),
                                         ("cudaDriverVersion", details.get("cudaVersion"), 3)):
@@ -433,14 +448,14 @@ def dra_devices(gpus):
             continue
         for mig, (profile_id, start, size) in zip(gpu["mig"], _mig_layout(gpu)):
             extra = mig.get("details") or {}
-            short = re.sub(r"[^a-z0-9]", "", mig["profile"].lower())
+            # toRFC1123Compliant: dots go, "+" becomes "-" (1g.10gb+me -> 1g10gb-me).
+            short = re.sub(r"[^a-z0-9-]", "", mig["profile"].lower().replace("+", "-"))
             name = f"gpu-{minor}-mig-{short}-{profile_id}-{start}"
             attributes = dict({"type": {"string": "mig"}, "uuid": {"string": mig["uuid"]},
                                "parentUUID": {"string": gpu["uuid"]}, "profile": {"string": mig["profile"]}},
                               **common)
-            capacity = {key: {"value": str(extra[key])} for key in ("multiprocessors", "copyEngines", "decoders",
-                                                                     "encoders", "jpegEngines", "ofaEngines")
-                        if extra.get(key) is not None}
+            engines = ("multiprocessors", "copyEngines", "decoders", "encoders", "jpegEngines", "ofaEngines")
+            capacity = {key: {"value": str(extra[key])} for key in engines if extra.get(key) is not None}
             if extra.get("memory"):
                 capacity["memory"] = {"value": binary_si(extra["memory"])}
             for slot in range(start, start + size):

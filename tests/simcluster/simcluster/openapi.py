@@ -12,7 +12,7 @@ component schemas, so `kubectl explain` is not served.
 import hashlib
 import json
 
-from .resources import RESOURCES
+from .resources import RESOURCES, served
 
 _WRITE_PARAMS = [{"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": True}}
                  for name in ("dryRun", "fieldManager", "fieldValidation", "pretty")]
@@ -33,10 +33,10 @@ def _operation(action, res, params, sub=""):
             "x-kubernetes-group-version-kind": {"group": res.group, "version": res.version, "kind": res.kind}}
 
 
-def document(group, version):
+def document(group, version, release=None):
     paths = {}
     for res in RESOURCES:
-        if res.group != group or res.version != version:
+        if res.group != group or res.version != version or not served(res, release):
             continue
         base = "/" + _prefix(group, version)
         collection = f"{base}/namespaces/{{namespace}}/{res.plural}" if res.namespaced else f"{base}/{res.plural}"
@@ -59,14 +59,14 @@ def document(group, version):
             "components": {"schemas": {}}}
 
 
-def index():
+def index(release=None):
     seen = []
     for res in RESOURCES:
         key = (res.group, res.version)
-        if key not in seen:
+        if key not in seen and served(res, release):
             seen.append(key)
     out = {}
     for group, version in seen:
-        digest = hashlib.sha512(json.dumps(document(group, version), sort_keys=True).encode()).hexdigest()[:32]
+        digest = hashlib.sha512(json.dumps(document(group, version, release), sort_keys=True).encode()).hexdigest()[:32]
         out[_prefix(group, version)] = {"serverRelativeURL": f"/openapi/v3/{_prefix(group, version)}?hash={digest}"}
     return {"paths": out}

@@ -25,6 +25,8 @@ class Resource:
     # Field selectors the API server accepts besides metadata.name/namespace.
     fields: tuple = ()
     verbs: tuple = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    # The first release that serves it by default ((major, minor)); () for every release.
+    since: tuple = ()
 
     @property
     def api_version(self):
@@ -68,11 +70,13 @@ RESOURCES = [
     Resource("coordination.k8s.io", "v1", "Lease", "leases", True),
     # Dynamic Resource Allocation (pkg/registry/resource: no short names; a DeviceClass's spec changes bump
     # its generation, and so do a ResourceSlice's; slices select on spec.nodeName and spec.driver).
-    Resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, generation=True),
-    Resource("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, subresources=("status",)),
-    Resource("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True),
+    # resource.k8s.io/v1 is served by default from 1.34 (DRA GA); before, the group is off by default.
+    Resource("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False, generation=True, since=(1, 34)),
+    Resource("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, subresources=("status",),
+             since=(1, 34)),
+    Resource("resource.k8s.io", "v1", "ResourceClaimTemplate", "resourceclaimtemplates", True, since=(1, 34)),
     Resource("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False, generation=True,
-             fields=("spec.nodeName", "spec.driver")),
+             fields=("spec.nodeName", "spec.driver"), since=(1, 34)),
 ]
 
 # Subresources that are their own kind in discovery (apiserver's storage map). Group and
@@ -94,20 +98,25 @@ BY_KEY = {r.key: r for r in RESOURCES}
 BY_KIND = {(r.group, r.kind): r for r in RESOURCES}
 
 
-def group_versions():
+def served(res, release=None):
+    """Whether a cluster of this release ((major, minor); None: any) serves the resource."""
+    return release is None or not res.since or tuple(release) >= res.since
+
+
+def group_versions(release=None):
     """{group: [version, ...]} in discovery order, core group excluded."""
     groups = {}
     for res in RESOURCES:
-        if res.group:
+        if res.group and served(res, release):
             groups.setdefault(res.group, [])
             if res.version not in groups[res.group]:
                 groups[res.group].append(res.version)
     return groups
 
 
-def lookup(group, version, plural):
+def lookup(group, version, plural, release=None):
     res = BY_KEY.get((group, plural))
-    if res is None or res.version != version:
+    if res is None or res.version != version or not served(res, release):
         return None
     return res
 

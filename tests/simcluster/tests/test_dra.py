@@ -75,14 +75,16 @@ def test_each_gpu_node_publishes_one_slice_of_its_capture(published):
     assert len(mig) == 1
     spec = mig[0]["spec"]
     assert spec["driver"] == "gpu.nvidia.com"
-    assert spec["pool"] == {"name": "h100-mig-node", "generation": 0, "resourceSliceCount": 1}
+    assert spec["pool"] == {"name": "h100-mig-node", "generation": 1, "resourceSliceCount": 1}
+    assert mig[0]["metadata"]["name"].startswith("00000-gpu.nvidia.com-h100-mig-node-")
     # The capture's MIG devices, by UUID and profile; a GPU with MIG on is published as those only.
     lines = capture_list_lines(H100_MIG)
     uuids = [line.split("UUID: ")[1].rstrip(")") for line in lines if line.strip().startswith("MIG")]
     published_uuids = [d["attributes"]["uuid"]["string"] for d in spec["devices"]]
     assert published_uuids == uuids
     first = spec["devices"][0]
-    assert first["name"] == "gpu-0-mig-3g40gb-9-0"
+    # GPU instance 2 of profile 9 (3g) is the one placed at memory slice 4.
+    assert first["name"] == "gpu-0-mig-3g40gb-9-4"
     assert first["attributes"]["type"] == {"string": "mig"}
     assert first["attributes"]["profile"] == {"string": "3g.40gb"}
     assert first["attributes"]["parentUUID"]["string"].startswith("GPU-")
@@ -294,23 +296,28 @@ def test_a_slice_deleted_behind_the_plugins_back_is_published_again(published):
     assert [d["name"] for d in fresh[0]["spec"]["devices"]] == ["gpu-0"]
 
 
+def _plugin_pod(node, namespace):
+    """NVIDIA's gpu-kubelet-plugin as a bare pod on the node, with the kubelet's plugin directories."""
+    folders = {"registry": "/var/lib/kubelet/plugins_registry", "plugins": "/var/lib/kubelet/plugins"}
+    image = "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1"
+    container = {"name": "gpus", "image": image, "command": ["gpu-kubelet-plugin", "--node-name", node],
+                 "env": [{"name": "IMAGE_NAME", "value": image}],
+                 "volumeMounts": [{"name": name, "mountPath": path} for name, path in folders.items()]
+                 + [{"name": "driver-root", "mountPath": "/driver-root"}]}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": namespace},
+            "spec": {"nodeName": node, "containers": [container],
+                     "volumes": [{"name": name, "hostPath": {"path": path}} for name, path in folders.items()]
+                     + [{"name": "driver-root", "hostPath": {"path": "/"}}]}}
+
+
 def test_without_the_plugin_slices_go_and_pods_wait_to_prepare(make_simulator):
+    device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+                    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
     sim = make_simulator({
-        "kubernetesVersion": "1.35.0", "timing": {"tick": 0.02, "podStart": 0.05, "programRun": 0.05,
-                                                  "pluginRegister": 0.3, "podShutdown": 0.05},
-        "nodes": [{"name": "gpu-a", "runtime": {"cdi": True},
-                   "gpus": {"capture": L40S}}],
-        "namespaces": ["dra"],
-        "objects": [{"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
-                     "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}},
-                    {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "plugin", "namespace": "dra"},
-                     "spec": {"nodeName": "gpu-a", "containers": [{
-                         "name": "gpus", "image": "registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu:v0.4.1",
-                         "command": ["gpu-kubelet-plugin"],
-                         "volumeMounts": [{"name": "r", "mountPath": "/var/lib/kubelet/plugins_registry"},
-                                          {"name": "p", "mountPath": "/var/lib/kubelet/plugins"}]}],
-                         "volumes": [{"name": "r", "hostPath": {"path": "/var/lib/kubelet/plugins_registry"}},
-                                     {"name": "p", "hostPath": {"path": "/var/lib/kubelet/plugins"}}]}}]})
+        "kubernetesVersion": "1.35.0",
+        "timing": {"tick": 0.02, "podStart": 0.05, "programRun": 0.05, "pluginRegister": 0.3, "podShutdown": 0.05},
+        "nodes": [{"name": "gpu-a", "runtime": {"cdi": True}, "gpus": {"capture": L40S}}],
+        "namespaces": ["dra"], "objects": [device_class, _plugin_pod("gpu-a", "dra")]})
     wait_for(lambda: _slices(sim, "gpu-a"), what="the slice")
     sim.apply_yaml(json.dumps(_template("one", [_request()], namespace="dra")))
     # The plugin goes: its node's slice goes with it, and a claim allocated before cannot be prepared.
@@ -326,3 +333,57 @@ def test_without_the_plugin_slices_go_and_pods_wait_to_prepare(make_simulator):
         what="no node for the claim")
     assert "1 cannot allocate all claims" in next(c.message for c in pod.status.conditions
                                                   if c.type == "PodScheduled")
+
+
+def test_a_release_before_1_34_serves_no_dra(make_simulator):
+    sim = make_simulator({"kubernetesVersion": "1.33.4", "nodes": [{"name": "node-a"}]})
+    assert sim.kubectl("api-resources", "--api-group=resource.k8s.io", "-o", "name").stdout.split() == []
+    with pytest.raises(ApiException) as caught:
+        sim.dynamic.request("get", "/apis/resource.k8s.io/v1/resourceslices")
+    assert caught.value.status == 404
+
+
+def test_a_container_may_use_only_the_pods_claims(published):
+    body = _pod("stray", "any-gpu")
+    body["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpuu"}]
+    with pytest.raises(ApiException) as caught:
+        published.create_raw(body, namespace="team-a")
+    assert caught.value.status == 422
+    assert ('spec.containers[0].resources.claims[0]: Not found: "gpuu": must be one of the names in '
+            "pod.spec.resourceClaims: gpu") in status_of(caught.value)["message"]
+
+
+def test_a_plugin_without_its_required_flags_crash_loops(make_simulator):
+    pod = _plugin_pod("gpu-a", "dra")
+    pod["spec"]["containers"][0]["command"] = ["gpu-kubelet-plugin"]
+    sim = make_simulator({
+        "kubernetesVersion": "1.35.0", "timing": {"tick": 0.02, "programRun": 0.05, "crashBackoff": 0.2},
+        "nodes": [{"name": "gpu-a", "runtime": {"cdi": True}, "gpus": {"capture": L40S}}],
+        "namespaces": ["dra"], "objects": [pod]})
+    wait_for(lambda: sim.pod("plugin", "dra").status.container_statuses[0].restart_count >= 1,
+             what="the plugin restarted")
+    assert 'Required flags "node-name" not set' in sim.core.read_namespaced_pod_log("plugin", "dra", previous=True)
+    assert not _slices(sim)
+
+
+def test_a_plugin_not_registered_publishes_but_pods_wait_to_prepare(make_simulator):
+    pod = _plugin_pod("gpu-a", "dra")
+    # The kubelet's plugin directories not mounted: the slice is published, the kubelet never hears of it.
+    pod["spec"]["containers"][0]["volumeMounts"] = [m for m in pod["spec"]["containers"][0]["volumeMounts"]
+                                                    if m["name"] == "driver-root"]
+    device_class = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.nvidia.com"},
+                    "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}}
+    sim = make_simulator({
+        "kubernetesVersion": "1.35.0", "timing": {"tick": 0.02, "podStart": 0.05, "programRun": 0.05},
+        "nodes": [{"name": "gpu-a", "runtime": {"cdi": True}, "gpus": {"capture": L40S}}],
+        "namespaces": ["dra"], "objects": [device_class, pod]})
+    wait_for(lambda: _slices(sim, "gpu-a"), what="the slice")
+    sim.apply_yaml(json.dumps(_template("one", [_request()], namespace="dra")))
+    sim.apply_yaml(json.dumps(_pod("waits", "one", namespace="dra")))
+    events = wait_for(lambda: [e for e in sim.events_for("waits", "dra") if e.reason == "FailedPrepareDynamicResources"],
+                      what="the kubelet's event")
+    assert events[0].message == ("Failed to prepare dynamic resources: prepare dynamic resources: DRA driver "
+                                 "gpu.nvidia.com is not registered")
+    pod = sim.pod("waits", "dra")
+    assert pod.status.phase == "Pending"
+    assert pod.status.container_statuses[0].state.waiting.reason == "ContainerCreating"

@@ -423,9 +423,93 @@ def test_the_preflight_weighs_the_strategy_against_the_nodes_runtime(strategy, r
         assert "gpu_device_plugin_runtime_visible_devices_envvar is %s" % runtime in errors[0]
 
 
+# resource.k8s.io/v1 is served from Kubernetes 1.34.
+DRA_KUBERNETES = [version for version in KUBERNETES if tuple(int(p) for p in version.split(".")[:2]) >= (1, 34)]
+DRA_CASES = {
+    "defaults": {},
+    "air-gapped-gates": {"gpu_dra_driver_registry": "registry.example.internal:5000/dra",
+                         "gpu_dra_driver_image_digest": "sha256:" + "0123456789abcdef" * 4,
+                         "gpu_dra_driver_image_pull_secrets": ["mirror-pull"],
+                         "gpu_dra_driver_feature_gates": {"DynamicMIG": True, "MPSSupport": False},
+                         "gpu_dra_driver_driver_root": "/run/nvidia/driver"},
+    "bare": {"gpu_dra_driver_create_namespace": False, "gpu_dra_driver_priority_class": "",
+             "gpu_dra_driver_tolerations": [], "gpu_dra_driver_node_label": "example.com/dra"},
+}
+
+
+@pytest.mark.parametrize("version", DRA_KUBERNETES)
+@pytest.mark.parametrize("case", sorted(DRA_CASES))
+def test_dra_driver_manifests_validate(case, version):
+    docs = render("gpu_dra_driver", "manifests.yaml.j2", **DRA_CASES[case])
+    assert {doc["kind"] for doc in docs} >= {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DeviceClass",
+                                             "DaemonSet"}
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+@pytest.mark.parametrize("case", sorted(DRA_CASES))
+def test_dra_driver_manifests_do_what_the_role_promises(case):
+    overrides = DRA_CASES[case]
+    docs = render("gpu_dra_driver", "manifests.yaml.j2", **overrides)
+    kinds = by_kind(docs)
+    ds = kinds["DaemonSet"]
+    spec = ds["spec"]["template"]["spec"]
+    label = overrides.get("gpu_dra_driver_node_label", "nvidia.com/dra-kubelet-plugin")
+    assert ds["spec"]["selector"]["matchLabels"].items() <= ds["spec"]["template"]["metadata"]["labels"].items()
+    assert ("Namespace" in kinds) is overrides.get("gpu_dra_driver_create_namespace", True)
+    # Only the nodes the role labels; the chart's own node affinity is not there to widen it.
+    assert spec["nodeSelector"] == {label: "true"} and "affinity" not in spec
+    (plugin,) = spec["containers"]
+    env = dict((e["name"], e.get("value", e.get("valueFrom"))) for e in plugin["env"])
+    # gpu-kubelet-plugin's required flags, and where it finds the driver.
+    assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert env["IMAGE_NAME"] == plugin["image"]
+    assert env["NVIDIA_DRIVER_ROOT"] == overrides.get("gpu_dra_driver_driver_root", "/")
+    gates = overrides.get("gpu_dra_driver_feature_gates", {})
+    assert env.get("FEATURE_GATES") == (",".join("%s=%s" % (k, str(v).lower()) for k, v in sorted(gates.items()))
+                                        or None)
+    mounts = dict((m["mountPath"], m["name"]) for m in plugin["volumeMounts"])
+    volumes = dict((v["name"], v["hostPath"]["path"]) for v in spec["volumes"])
+    assert volumes[mounts["/var/lib/kubelet/plugins_registry"]] == "/var/lib/kubelet/plugins_registry"
+    assert volumes[mounts["/var/lib/kubelet/plugins"]] == "/var/lib/kubelet/plugins"
+    assert volumes[mounts["/driver-root"]] == overrides.get("gpu_dra_driver_driver_root", "/")
+    digest = overrides.get("gpu_dra_driver_image_digest")
+    assert plugin["image"] == "%s/dra-driver-nvidia-gpu:v0.4.1%s" % (
+        overrides.get("gpu_dra_driver_registry", "registry.k8s.io/dra-driver-nvidia"), "@" + digest if digest else "")
+    assert spec.get("imagePullSecrets", []) == [{"name": n} for n in overrides.get("gpu_dra_driver_image_pull_secrets", [])]
+    classes = [doc for doc in docs if doc["kind"] == "DeviceClass"]
+    assert [c["metadata"]["name"] for c in classes] == ["gpu.nvidia.com", "mig.nvidia.com"]
+    assert [c["spec"]["selectors"][0]["cel"]["expression"] for c in classes] == [
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '%s'" % kind
+        for kind in ("gpu", "mig")]
+    account = [doc for doc in docs if doc["kind"] == "ServiceAccount"][0]["metadata"]["name"]
+    assert spec["serviceAccountName"] == account
+    rules = kinds["ClusterRole"]["rules"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+            "verbs": ["get", "list", "watch", "create", "update", "delete"]} in rules
+
+
+@pytest.mark.parametrize("case", sorted(DRA_CASES))
+def test_dra_helm_values_carry_the_same_settings_as_the_manifests(case):
+    overrides = DRA_CASES[case]
+    (values,) = render("gpu_dra_driver", "helm-values.yaml.j2", **overrides)
+    spec = by_kind(render("gpu_dra_driver", "manifests.yaml.j2", **overrides))["DaemonSet"]["spec"]["template"]["spec"]
+    assert values["resources"] == {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}}
+    assert values["kubeletPlugin"]["nodeSelector"] == spec["nodeSelector"]
+    assert values["kubeletPlugin"]["tolerations"] == spec["tolerations"]
+    # null removes the chart's default affinity; an empty map would be merged into it.
+    assert values["kubeletPlugin"]["affinity"] is None
+    assert values["featureGates"] == overrides.get("gpu_dra_driver_feature_gates", {})
+    assert values["nvidiaDriverRoot"] == overrides.get("gpu_dra_driver_driver_root", "/")
+    image = values["image"]
+    assert "%s:%s" % (image["repository"], image["tag"]) == spec["containers"][0]["image"]
+    assert values["imagePullSecrets"] == spec.get("imagePullSecrets", [])
+
+
 def _read_what_the_tests_share():
     cases = [lambda case=case: render("gpu_device_plugin", "manifests.yaml.j2", **case)
-             for case in DEVICE_PLUGIN_CASES.values()] + [lambda case=case: smoke_pods(case) for case in SMOKE_CASES]
+             for case in DEVICE_PLUGIN_CASES.values()] + [lambda case=case: smoke_pods(case) for case in SMOKE_CASES] + [
+        lambda case=case: render("gpu_dra_driver", "manifests.yaml.j2", **case) for case in DRA_CASES.values()]
     for docs_of in cases:
         try:
             docs = docs_of()

@@ -1,0 +1,225 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpufleet.nvidia contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters behind the gpu_dra_driver role: what each DRA node should publish, and who else holds its GPUs.
+
+NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu, cmd/gpu-kubelet-plugin)
+publishes, for its node, a pool named after the node under the driver ``gpu.nvidia.com``: each
+GPU without MIG as a device of type ``gpu``, each MIG device of a GPU in MIG mode as a device of
+type ``mig`` (the GPU itself is then not published), with the device's ``uuid``, ``productName``,
+MIG ``profile`` and ``parentUUID`` attributes and its ``memory`` capacity in bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+from ansible.errors import AnsibleFilterError
+
+DRIVER = "gpu.nvidia.com"
+_QUANTITY = re.compile(r"^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_FACTORS = {None: 1, "Ki": 2 ** 10, "Mi": 2 ** 20, "Gi": 2 ** 30, "Ti": 2 ** 40, "Pi": 2 ** 50, "Ei": 2 ** 60,
+            "k": 10 ** 3, "M": 10 ** 6, "G": 10 ** 9, "T": 10 ** 12, "P": 10 ** 15, "E": 10 ** 18}
+# The driver reads memory from NVML; the facts' MiB may come from nvidia-smi, which rounds.
+MEMORY_TOLERANCE = Decimal("0.01")
+# Problems after which the driver publishes fewer devices (a GPU the driver no longer reads).
+_SHORTFALL_PROBLEMS = ("gpu_lost",)
+
+
+def _bytes(value):
+    """Bytes of a resource.Quantity string, or None."""
+    match = _QUANTITY.match(str(value or "").strip())
+    if not match:
+        return None
+    try:
+        return Decimal(match.group(1)) * _FACTORS[match.group(2)]
+    except InvalidOperation:
+        return None
+
+
+def _attribute(device, name, driver=DRIVER):
+    attributes = device.get("attributes") or {}
+    value = attributes.get(name) or attributes.get("%s/%s" % (driver, name)) or {}
+    for kind in ("string", "version", "int", "bool"):
+        if kind in value:
+            return value[kind]
+    return None
+
+
+def _memory_differs(published, facts_mib):
+    if published is None or facts_mib is None:
+        return False
+    expected = Decimal(int(facts_mib)) * 2 ** 20
+    return abs(published - expected) > expected * MEMORY_TOLERANCE
+
+
+def dra_expected(facts):
+    """The devices a node with these facts publishes: [{uuid, type, product, memory_mib, profile, parent}]."""
+    out = []
+    for gpu in (facts or {}).get("gpus") or []:
+        if gpu.get("error"):
+            continue
+        mig = gpu.get("mig") or {}
+        if mig.get("current_mode") == "enabled":
+            for device in mig.get("devices") or []:
+                out.append({"uuid": device.get("uuid"), "type": "mig", "product": gpu.get("name"),
+                            "memory_mib": device.get("memory_total_mib"), "profile": device.get("profile"),
+                            "parent": gpu.get("uuid")})
+            continue
+        out.append({"uuid": gpu.get("uuid"), "type": "gpu", "product": gpu.get("name"),
+                    "memory_mib": gpu.get("memory_total_mib"), "profile": None, "parent": None})
+    return out
+
+
+def _newest_pool(slices, node, driver):
+    """The devices of the node's pool of this driver, newest generation only, and whether it is complete."""
+    mine = [s for s in slices or [] if ((s or {}).get("spec") or {}).get("nodeName") == node
+            and s["spec"].get("driver") == driver]
+    if not mine:
+        return None, True
+    newest = max(int(((s["spec"].get("pool") or {}).get("generation")) or 0) for s in mine)
+    current = [s for s in mine if int(((s["spec"].get("pool") or {}).get("generation")) or 0) == newest]
+    count = int(((current[0]["spec"].get("pool") or {}).get("resourceSliceCount")) or 1)
+    devices = [d for s in current for d in s["spec"].get("devices") or []]
+    return devices, len(current) == count
+
+
+def _unhealthy(facts):
+    health = (facts or {}).get("health") or {}
+    if health.get("status") != "unhealthy":
+        return None
+    codes = []
+    for problem in health.get("problems") or []:
+        code = problem.get("code") or "unknown"
+        if code not in codes:
+            codes.append(code)
+    return codes if any(code in _SHORTFALL_PROBLEMS for code in codes) else None
+
+
+def _compare(expected, devices):
+    """Problems of what is published against what is expected, and the words for what is published."""
+    by_uuid = {}
+    for device in devices:
+        uuid = _attribute(device, "uuid")
+        if uuid:
+            by_uuid[uuid] = device
+    problems = []
+    unknown = [e for e in expected if not e["uuid"]]
+    if unknown:
+        problems.append("the facts name no UUID for %d device(s)" % len(unknown))
+    missing = [e for e in expected if e["uuid"] and e["uuid"] not in by_uuid]
+    if missing:
+        problems.append("does not publish %s" % ", ".join(
+            "%s %s" % (e["type"].upper() if e["type"] == "mig" else "GPU", e["uuid"]) for e in missing))
+    for entry in expected:
+        device = by_uuid.get(entry["uuid"])
+        if device is None:
+            continue
+        kind = _attribute(device, "type")
+        if kind != entry["type"]:
+            problems.append("%s is published as type %s, the facts say %s" % (entry["uuid"], kind, entry["type"]))
+        product = _attribute(device, "productName")
+        if entry["product"] and product != entry["product"]:
+            problems.append("%s is published as %r, the facts say %r" % (entry["uuid"], product, entry["product"]))
+        if entry["profile"] and _attribute(device, "profile") != entry["profile"]:
+            problems.append("%s is published with profile %r, the facts say %r" % (
+                entry["uuid"], _attribute(device, "profile"), entry["profile"]))
+        memory = _bytes(((device.get("capacity") or {}).get("memory") or {}).get("value"))
+        if _memory_differs(memory, entry["memory_mib"]):
+            problems.append("%s is published with %d MiB of memory, the facts say %s MiB" % (
+                entry["uuid"], int(memory / 2 ** 20), entry["memory_mib"]))
+    return problems
+
+
+def _summary(devices):
+    counts = {}
+    for device in devices:
+        label = "%s %s" % (_attribute(device, "productName") or "unknown model",
+                           "MIG " + str(_attribute(device, "profile")) if _attribute(device, "type") == "mig"
+                           else "GPU")
+        counts[label] = counts.get(label, 0) + 1
+    return ", ".join("%d x %s" % (count, label) for label, count in sorted(counts.items())) or "no devices"
+
+
+def dra_slices_check(slices, hosts, driver=DRIVER):
+    """Compare each DRA node's ResourceSlices with its NVIDIA facts.
+
+    ``slices``: ResourceSlice objects from the API. ``hosts``: [{host, node, facts, excluded}] as
+    fleet_nodes gives them. Returns one row per host: {host, node, expected, published, ok,
+    unhealthy, message, devices} (``excluded`` too for a host left out).
+    """
+    if not isinstance(hosts, list):
+        raise AnsibleFilterError("dra_slices_check: hosts must be a list, got %s" % type(hosts).__name__)
+    rows = []
+    for entry in hosts:
+        row = {"host": entry.get("host"), "node": entry.get("node"), "expected": 0, "published": 0,
+               "ok": False, "unhealthy": False, "message": "", "devices": []}
+        rows.append(row)
+        if entry.get("excluded"):
+            row["excluded"] = entry["excluded"]
+            row["message"] = "not checked: %s" % entry["excluded"]
+            continue
+        facts = entry.get("facts") or {}
+        if facts.get("state") not in ("ok", "gpu_lost"):
+            row["message"] = "cannot say what it should publish: NVIDIA state %s: %s" % (
+                facts.get("state") or "not gathered", facts.get("message") or "no facts")
+            continue
+        expected = dra_expected(facts)
+        row["expected"] = len(expected)
+        devices, complete = _newest_pool(slices, entry.get("node"), driver)
+        if devices is None:
+            row["message"] = "publishes no ResourceSlice of driver %s (expected %d device%s)" % (
+                driver, len(expected), "" if len(expected) == 1 else "s")
+        elif not complete:
+            row["message"] = "its pool of driver %s is incomplete (being updated)" % driver
+        else:
+            row["published"] = len(devices)
+            row["devices"] = [{"name": d.get("name"), "uuid": _attribute(d, "uuid"),
+                               "type": _attribute(d, "type"), "product": _attribute(d, "productName"),
+                               "profile": _attribute(d, "profile"),
+                               "memory": ((d.get("capacity") or {}).get("memory") or {}).get("value")}
+                              for d in devices]
+            problems = _compare(expected, devices)
+            if problems:
+                row["message"] = "; ".join(problems)
+            else:
+                row["ok"] = True
+                row["message"] = "publishes %s" % _summary(devices)
+        codes = _unhealthy(facts)
+        if not row["ok"] and codes:
+            row["unhealthy"] = True
+            row["message"] = "unhealthy (%s), not checked: %s" % (", ".join(codes), row["message"])
+    return rows
+
+
+def dra_device_plugin_nodes(nodes, node_names):
+    """The Nodes among ``node_names`` whose kubelet advertises NVIDIA device-plugin resources:
+    [{node, resources: {name: count}, words}]. A node is on one path or the other."""
+    wanted = set(node_names or [])
+    out = []
+    for node in nodes or []:
+        name = ((node or {}).get("metadata") or {}).get("name")
+        if name not in wanted:
+            continue
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        held = {}
+        for key, value in allocatable.items():
+            if key == "nvidia.com/gpu" or key.startswith("nvidia.com/mig-") or key.startswith("nvidia.com/gpu."):
+                count = _bytes(value)
+                if count:
+                    held[key] = int(count)
+        if held:
+            out.append({"node": name, "resources": held, "words": "%s (%s)" % (
+                name, ", ".join("%s=%d" % item for item in sorted(held.items())))})
+    return out
+
+
+class FilterModule(object):
+    """DRA driver filters."""
+
+    def filters(self):
+        return {
+            "dra_slices_check": dra_slices_check,
+            "dra_device_plugin_nodes": dra_device_plugin_nodes,
+        }
