@@ -327,13 +327,15 @@ def _quantity(value):
         raise AnsibleFilterError("allocatable quantity %r is not a whole number" % (value,))
 
 
-def device_plugin_check(nodes, hosts, configs, default_config="default"):
+def device_plugin_check(nodes, hosts, configs, default_config="default", dra_label=None):
     """Compare what each GPU node advertises with what its hardware should give.
 
     ``nodes``: Node objects from the API. ``hosts``: [{host, node, facts}] for
     the GPU hosts. ``configs``: config name -> settings; a node picks its
     config with the label nvidia.com/device-plugin.config, else
-    ``default_config``. Returns one row per host:
+    ``default_config``. A node whose label ``dra_label`` is ``true`` is on
+    the DRA path (gpu_dra_driver): the plugin does not run there, and the
+    row is ``excluded``. Returns one row per host:
     {host, node, config, expected, advertised, basis, ok, message}.
     """
     by_name = {}
@@ -356,6 +358,10 @@ def device_plugin_check(nodes, hosts, configs, default_config="default"):
                 entry.get("node"), entry.get("host"))
             continue
         labels = (node.get("metadata") or {}).get("labels") or {}
+        if dra_label and labels.get(dra_label) == "true":
+            row["excluded"] = "on the DRA path (%s=true)" % dra_label
+            row["message"] = "not checked: %s, its GPUs are the DRA driver's" % row["excluded"]
+            continue
         # With one config the plugin runs without the config manager and ignores the label.
         name = (labels.get(CONFIG_LABEL) if len(configs or {}) > 1 else None) or default_config
         row["config"] = name

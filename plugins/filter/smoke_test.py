@@ -394,7 +394,7 @@ def _mig_resource_order(name):
 
 
 def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=None, own_labels=None,
-               skip_unhealthy=True):
+               skip_unhealthy=True, dra_label=None):
     """Which pod goes where, which nodes are left alone because they are busy or unhealthy, and why a node
     cannot be tested.
 
@@ -408,7 +408,9 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     health unhealthy (``ansible_facts['nvidia']['health']``) while its driver
     works is not tested either (``why`` unhealthy) with ``skip_unhealthy``;
     without, it is tested like any other, on the GPUs the driver still reads
-    (``unhealthy`` true: its pods tolerate the health gating's taint).
+    (``unhealthy`` true: its pods tolerate the health gating's taint). A node whose label ``dra_label``
+    is ``true`` is on the DRA path (gpu_dra_driver): its GPUs are not asked for as ``resource``, and
+    it is not tested here (``why`` dra).
     Returns {"plan": [{host, node, facts, allocatable, requested, request,
     expected_devices, unhealthy, pods: {stage: pod name}}], "not_tested":
     [{host, node, facts, allocatable, requested, holders, why, reason}],
@@ -445,6 +447,13 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         if node is None:
             problems.append("%s: no Node named %s in the cluster (set gpufleet_node_name)" % (
                 entry.get("host"), node_name))
+            continue
+        if dra_label and (((node.get("metadata") or {}).get("labels") or {}).get(dra_label)) == "true":
+            not_tested.append({
+                "host": entry.get("host"), "node": node_name, "facts": plan_facts(facts), "allocatable": None,
+                "requested": None, "holders": [], "why": "dra",
+                "reason": "not tested: on the DRA path (%s=true), its GPUs are not asked for as %s" % (
+                    dra_label, node_resource)})
             continue
         ready, why = _node_ready(node)
         if not ready:

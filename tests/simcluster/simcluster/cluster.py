@@ -466,6 +466,9 @@ class Cluster:
             if res.kind != "Node":
                 self._initial_status(res, obj)
             admission.default(obj)
+            if res.group == "resource.k8s.io":
+                from . import dra
+                dra.drop_disabled(obj, self.release)
             self._admit(res, obj, None, warnings)
             if self.store.peek(res, meta.get("namespace", ""), meta["name"]) is not None:
                 from .store import already_exists
@@ -540,6 +543,9 @@ class Cluster:
                     spec.pop("finalizers", None)
             if subresource != "status":
                 admission.default(obj)
+                if res.group == "resource.k8s.io":
+                    from . import dra
+                    dra.drop_disabled(obj, self.release)
                 self._admit(res, obj, old, warnings)
             elif res.kind == "ResourceClaim":
                 from . import dra

@@ -135,6 +135,9 @@ class _KubernetesLibraries(cel.CelExtension):
 
 _ENV = None
 _COMPILED = {}
+# The fields of the device variable (kubernetes.DRADevice; allowMultipleAllocations only under an alpha gate).
+_FIELD = re.compile(r"\bdevice\s*\.\s*([A-Za-z_][A-Za-z0-9_]*)")
+DEVICE_FIELDS = ("driver", "attributes", "capacity")
 _DOMAINS = re.compile(r"device\s*\.\s*(?:attributes|capacity)\s*\[\s*(?:'([^']*)'|\"([^\"]*)\")\s*\]")
 
 
@@ -160,6 +163,10 @@ def compile_selector(expression):
     cached = _COMPILED.get(expression)
     if cached is not None:
         return cached
+    for field in _FIELD.findall(expression):
+        # device is a typed object (kubernetes.DRADevice) upstream: an unknown field fails to compile.
+        if field not in DEVICE_FIELDS:
+            raise SelectorError(f"compilation failed: ERROR: <input>: undefined field '{field}'")
     try:
         program = _env().compile(expression)
     except RuntimeError as err:
@@ -666,3 +673,37 @@ def claim_status_causes(status, old_status, deleting):
     results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
     causes += _too_many("status.allocation.devices.results", results, REQUESTS_MAX)
     return causes
+
+
+# Fields behind feature gates, with the release whose default turns the gate on (None: off in every
+# release served here): the API server drops them on write while the gate is off
+# (pkg/registry/resource/*/strategy.go, dropDisabledFields; gates per kubernetes.io's feature-gate pages).
+_GATED = {
+    "DeviceClass": [(("spec", "extendedResourceName"), (1, 36))],
+    "ResourceSlice": [(("spec", "sharedCounters"), (1, 36)), (("spec", "perDeviceNodeSelection"), (1, 36)),
+                      (("spec", "devices", "*", "consumesCounters"), (1, 36)),
+                      (("spec", "devices", "*", "taints"), (1, 36)),
+                      (("spec", "devices", "*", "allowMultipleAllocations"), None)],
+}
+
+
+def drop_disabled(obj, release):
+    """Drop the fields whose feature gate is off in this release."""
+    for path, since in _GATED.get(obj.get("kind"), []):
+        if since is not None and tuple(release) >= since:
+            continue
+        _drop(obj, path)
+
+
+def _drop(value, path):
+    if not isinstance(value, (dict, list)) or not path:
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        for item in value if isinstance(value, list) else []:
+            _drop(item, rest)
+    elif isinstance(value, dict) and head in value:
+        if rest:
+            _drop(value[head], rest)
+        else:
+            del value[head]

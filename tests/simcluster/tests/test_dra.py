@@ -387,3 +387,17 @@ def test_a_plugin_not_registered_publishes_but_pods_wait_to_prepare(make_simulat
     pod = sim.pod("waits", "dra")
     assert pod.status.phase == "Pending"
     assert pod.status.container_statuses[0].state.waiting.reason == "ContainerCreating"
+
+
+def test_a_misspelt_device_field_is_refused_and_gated_fields_are_dropped(published):
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "typo.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.drivr == 'gpu.nvidia.com'"}}]}}
+    with pytest.raises(ApiException) as caught:
+        published.create_raw(body)
+    assert "undefined field 'drivr'" in status_of(caught.value)["message"]
+    # DRAExtendedResource is off before 1.36: the API server drops the field (this cluster serves 1.35).
+    body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "extended.example.com"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}],
+                     "extendedResourceName": "example.com/gpu"}}
+    created = published.create_raw(body)
+    assert "extendedResourceName" not in created.to_dict()["spec"]

@@ -85,7 +85,8 @@ DEVICE_PLUGIN_CASES = {
         "shared": {"time_slicing_replicas": 4}, "mig-mixed": {"mig_strategy": "mixed"}}},
     "bare": {"gpu_device_plugin_create_namespace": False, "gpu_device_plugin_runtime_class": "",
              "gpu_device_plugin_pod_runtime_class": "", "gpu_device_plugin_priority_class": "",
-             "gpu_device_plugin_node_selector": {}, "gpu_device_plugin_tolerations": []},
+             "gpu_device_plugin_node_selector": {}, "gpu_device_plugin_tolerations": [],
+             "gpu_device_plugin_dra_node_label": ""},
     "air-gapped": {"gpu_device_plugin_registry": "registry.example.internal:5000/nvidia",
                    "gpu_device_plugin_image_digest": "sha256:" + "0123456789abcdef" * 4,
                    "gpu_device_plugin_image_pull_secrets": ["mirror-pull", "backup-pull"],
@@ -133,6 +134,11 @@ def test_device_plugin_manifests_do_what_the_role_promises(case):
         assert kinds["RuntimeClass"]["handler"] == "nvidia"
         assert "scheduling" not in kinds["RuntimeClass"]  # opt-in: the RuntimeClass may be shared
     assert spec["nodeSelector"] == overrides.get("gpu_device_plugin_node_selector", {"nvidia.com/gpu.present": "true"})
+    # One path per node: never on a node labelled for the DRA driver.
+    label = overrides.get("gpu_device_plugin_dra_node_label", "nvidia.com/dra-kubelet-plugin")
+    terms = (spec.get("affinity") or {}).get("nodeAffinity", {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms")
+    assert terms == ([{"matchExpressions": [{"key": label, "operator": "NotIn", "values": ["true"]}]}] if label else None)
     assert spec["tolerations"] == overrides.get("gpu_device_plugin_tolerations", [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
     assert spec.get("priorityClassName", "") == overrides.get("gpu_device_plugin_priority_class",
@@ -287,8 +293,9 @@ def test_helm_values_carry_the_same_settings_as_the_manifests(case):
     assert "%s:%s" % (values["image"]["repository"], values["image"]["tag"]) == spec["containers"][0]["image"]
     assert values["nodeSelector"] == spec["nodeSelector"]
     assert values["tolerations"] == spec["tolerations"]
-    # Present and null: Helm merges a map (even an empty one) into the chart's default, only null removes it.
-    assert "affinity" in values and values["affinity"] is None
+    # Present: Helm merges a map into the chart's default, so it is null (which removes the chart's) or the
+    # one term that keeps the plugin off the nodes on the DRA path (the list replaces the chart's).
+    assert "affinity" in values and values["affinity"] == spec.get("affinity")
     assert values["priorityClassName"] == spec.get("priorityClassName")
     assert values["runtimeClassName"] == spec.get("runtimeClassName")
     assert values["imagePullSecrets"] == spec.get("imagePullSecrets", [])
@@ -350,8 +357,8 @@ def test_helm_values_merged_over_the_chart_defaults_place_pods_as_the_manifests_
     spec = by_kind(render("gpu_device_plugin", "manifests.yaml.j2", **overrides))["DaemonSet"]["spec"]["template"]["spec"]
     fields = ("nodeSelector", "affinity", "tolerations", "priorityClassName", "runtimeClassName", "imagePullSecrets")
     ours = dict((field, spec[field]) for field in fields if spec.get(field))
-    # The chart's NFD affinity is gone: the node selector alone decides, as in the manifests.
-    assert "affinity" not in merged
+    # The chart's NFD affinity is gone: the node selector decides, as in the manifests, with the DRA rule.
+    assert merged.get("affinity") == spec.get("affinity")
     assert chart_pod_placement(merged) == ours
     assert merged["securityContext"] == spec["containers"][0]["securityContext"]
     assert merged["resources"] == spec["containers"][0].get("resources", {})

@@ -570,3 +570,14 @@ def test_a_node_unhealthy_only_for_a_pending_row_remap_that_falls_short_still_fa
     (row,) = dp.device_plugin_check([api_node("a", {})], [{"host": "a", "node": "a", "facts": facts}], {"default": {}})
     assert (row["ok"], row["unhealthy"]) == (False, False)
     assert row["message"] == "advertises nvidia.com/gpu=0, its hardware gives 1 (1 GPU)"
+
+
+def test_check_leaves_out_a_node_on_the_dra_path():
+    hosts = [{"host": "a", "node": "a", "facts": H100}, {"host": "b", "node": "b", "facts": H100}]
+    nodes = [api_node("a", {}, {"nvidia.com/dra-kubelet-plugin": "true"}),
+             api_node("b", {}, {"nvidia.com/dra-kubelet-plugin": "false"})]
+    rows = dp.device_plugin_check(nodes, hosts, {"default": {}}, dra_label="nvidia.com/dra-kubelet-plugin")
+    assert rows[0]["excluded"] == "on the DRA path (nvidia.com/dra-kubelet-plugin=true)"
+    assert rows[0]["message"] == ("not checked: on the DRA path (nvidia.com/dra-kubelet-plugin=true), its GPUs are "
+                                  "the DRA driver's")
+    assert "excluded" not in rows[1] and not rows[1]["ok"]

@@ -616,3 +616,17 @@ def test_the_plan_carries_each_nodes_uuids_and_gpus_and_judges_by_them():
     verdicts = st.smoke_stage_verdicts(plan, [seen, stranger], stage="nvidia-smi")
     assert [(v["node"], v["ok"]) for v in verdicts] == [("node-a", False), ("node-b", True)]
     assert "GPU-11111111-2222-3333-4444-555555555555" in verdicts[0]["reason"]
+
+
+def test_a_node_on_the_dra_path_is_not_asked_for_nvidia_gpu():
+    dra_node = node("node-a", {"cpu": "8"})
+    dra_node["metadata"]["labels"] = {"nvidia.com/dra-kubelet-plugin": "true"}
+    answer = st.smoke_plan(fleet()[:1], [dra_node], "nvidia.com/gpu", "one",
+                           dra_label="nvidia.com/dra-kubelet-plugin")
+    assert answer["plan"] == [] and answer["problems"] == []
+    assert [(e["node"], e["why"], e["reason"]) for e in answer["not_tested"]] == [
+        ("node-a", "dra", "not tested: on the DRA path (nvidia.com/dra-kubelet-plugin=true), its GPUs are not "
+                          "asked for as nvidia.com/gpu")]
+    # Without the rule (or with the label false) it is a node without the device plugin, as before.
+    assert st.smoke_plan(fleet()[:1], [dra_node], "nvidia.com/gpu", "one")["problems"] == [
+        "h100: node node-a advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?"]
