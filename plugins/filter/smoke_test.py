@@ -409,8 +409,8 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     works is not tested either (``why`` unhealthy) with ``skip_unhealthy``;
     without, it is tested like any other, on the GPUs the driver still reads
     (``unhealthy`` true: its pods tolerate the health gating's taint). A node whose label ``dra_label``
-    is ``true`` is on the DRA path (gpu_dra_driver): its GPUs are not asked for as ``resource``, and
-    it is not tested here (``why`` dra).
+    is ``true`` is on the DRA path (gpu_dra_driver): its GPUs are not asked for as ``resource`` but
+    through a ResourceClaimTemplate (``dra`` in its plan entry: template name, DeviceClass, CEL selector).
     Returns {"plan": [{host, node, facts, allocatable, requested, request,
     expected_devices, unhealthy, pods: {stage: pod name}}], "not_tested":
     [{host, node, facts, allocatable, requested, holders, why, reason}],
@@ -448,16 +448,12 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
             problems.append("%s: no Node named %s in the cluster (set gpufleet_node_name)" % (
                 entry.get("host"), node_name))
             continue
-        if dra_label and (((node.get("metadata") or {}).get("labels") or {}).get(dra_label)) == "true":
-            not_tested.append({
-                "host": entry.get("host"), "node": node_name, "facts": plan_facts(facts), "allocatable": None,
-                "requested": None, "holders": [], "why": "dra",
-                "reason": "not tested: on the DRA path (%s=true), its GPUs are not asked for as %s" % (
-                    dra_label, node_resource)})
-            continue
         ready, why = _node_ready(node)
         if not ready:
             problems.append("%s: node %s is not Ready (%s)" % (entry.get("host"), node_name, why))
+            continue
+        if dra_label and (((node.get("metadata") or {}).get("labels") or {}).get(dra_label)) == "true":
+            plan.append(_dra_entry(entry, node_name, facts, stages, unhealthy))
             continue
         advertised = ((node.get("status") or {}).get("allocatable") or {})
         if not entry.get("resource") and str(advertised.get(node_resource, "0")) in ("", "0"):
@@ -504,6 +500,28 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
                          for stage in stages),
         })
     return {"plan": plan, "not_tested": not_tested, "problems": problems}
+
+
+def _dra_entry(entry, node_name, facts, stages, unhealthy):
+    """The plan of a node on the DRA path: its pod asks for one device through a ResourceClaimTemplate of
+    its own, of the class of its GPUs (``mig.nvidia.com`` when they run in MIG mode, else ``gpu.nvidia.com``),
+    whose CEL selector pins the node's GPU model."""
+    gpus = [gpu for gpu in facts.get("gpus") or [] if not gpu.get("error")]
+    mig = any(((gpu.get("mig") or {}).get("current_mode")) == "enabled" for gpu in gpus)
+    product = (gpus[0].get("name") if gpus else None) or ""
+    selector = "device.attributes['gpu.nvidia.com'].productName == %s" % _cel_string(product)
+    return {
+        "host": entry.get("host"), "node": node_name, "facts": plan_facts(facts), "allocatable": None,
+        "requested": None, "request": 1, "resource": None, "expected_devices": 1, "unhealthy": unhealthy,
+        "pods": dict((stage, ("gpufleet-smoke-%s-%s" % (stage, node_name))[:253].rstrip("-.")) for stage in stages),
+        "dra": {"template": ("gpufleet-smoke-%s" % node_name)[:253].rstrip("-."),
+                "class": "mig.nvidia.com" if mig else "gpu.nvidia.com", "selector": selector},
+    }
+
+
+def _cel_string(text):
+    """A CEL string literal of text."""
+    return "'%s'" % str(text).replace("\\", "\\\\").replace("'", "\\'")
 
 
 def event_words(events, limit=5):

@@ -430,6 +430,27 @@ def test_the_preflight_weighs_the_strategy_against_the_nodes_runtime(strategy, r
         assert "gpu_device_plugin_runtime_visible_devices_envvar is %s" % runtime in errors[0]
 
 
+DRA_PLAN = [
+    {"host": "gpu-03.example", "node": "gpu-03", "request": 1,
+     "pods": {"nvidia-smi": "gpufleet-smoke-nvidia-smi-gpu-03"},
+     "dra": {"template": "gpufleet-smoke-gpu-03", "class": "gpu.nvidia.com",
+             "selector": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"}},
+    {"host": "gpu-04.example", "node": "gpu-04", "request": 1,
+     "pods": {"nvidia-smi": "gpufleet-smoke-nvidia-smi-gpu-04"},
+     "dra": {"template": "gpufleet-smoke-gpu-04", "class": "mig.nvidia.com",
+             "selector": "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA H100 80GB HBM3'"}},
+]
+
+
+def dra_smoke_objects():
+    """The claim templates and pods of a plan with two nodes on the DRA path and one on the device plugin's."""
+    plan = copy.deepcopy(PLAN[:1] + DRA_PLAN)
+    common = {"__gpu_smoke_test_run": "20261121070000-42", "__gpu_smoke_test_stage_name": "nvidia-smi"}
+    templates = render("gpu_smoke_test", "claim-templates.json.j2", __gpu_smoke_test_plan=plan, **common)
+    pods = render("gpu_smoke_test", "pods.json.j2", __gpu_smoke_test_stage_plan=plan, **common)
+    return templates, pods
+
+
 # resource.k8s.io/v1 is served from Kubernetes 1.34.
 DRA_KUBERNETES = [version for version in KUBERNETES if tuple(int(p) for p in version.split(".")[:2]) >= (1, 34)]
 DRA_CASES = {
@@ -479,7 +500,14 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     volumes = dict((v["name"], v["hostPath"]["path"]) for v in spec["volumes"])
     assert volumes[mounts["/var/lib/kubelet/plugins_registry"]] == "/var/lib/kubelet/plugins_registry"
     assert volumes[mounts["/var/lib/kubelet/plugins"]] == "/var/lib/kubelet/plugins"
-    assert volumes[mounts["/driver-root"]] == overrides.get("gpu_dra_driver_driver_root", "/")
+    root = overrides.get("gpu_dra_driver_driver_root", "/")
+    assert volumes[mounts["/driver-root"]] == root
+    # The init container waits for the driver under the root's parent; a driver another pod mounts there later
+    # (the GPU Operator's) is seen only through HostToContainer.
+    (init,) = spec["initContainers"]
+    (parent,) = init["volumeMounts"]
+    assert volumes[parent["name"]] == ("/" if root == "/" else os.path.dirname(root.rstrip("/")))
+    assert parent.get("mountPropagation") == (None if root == "/" else "HostToContainer")
     digest = overrides.get("gpu_dra_driver_image_digest")
     assert plugin["image"] == "%s/dra-driver-nvidia-gpu:v0.4.1%s" % (
         overrides.get("gpu_dra_driver_registry", "registry.k8s.io/dra-driver-nvidia"), "@" + digest if digest else "")
@@ -494,6 +522,22 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     rules = kinds["ClusterRole"]["rules"]
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
             "verbs": ["get", "list", "watch", "create", "update", "delete"]} in rules
+
+
+@pytest.mark.parametrize("gates, method, refused", [
+    ({"MPSSupport": True}, "manifests", True),
+    ({"PassthroughSupport": True}, "manifests", True),
+    ({"MPSSupport": True}, "helm", False),
+    ({"MPSSupport": False, "DynamicMIG": True}, "manifests", False),
+])
+def test_the_dra_preflight_refuses_gates_the_manifests_cannot_serve(gates, method, refused):
+    (check,) = [task for task in role_tasks("gpu_dra_driver", "preflight.yml") if task["name"] == "Check the settings"]
+    errors = role_value("gpu_dra_driver", check["vars"]["__gpu_dra_driver_errors"], hostvars={"a": {}},
+                        gpu_dra_driver_hosts=["a"], gpu_dra_driver_feature_gates=gates, gpu_dra_driver_method=method,
+                        __helm_only=check["vars"]["__helm_only"], __label_key=check["vars"]["__label_key"])
+    assert bool(errors) is refused, errors
+    if refused:
+        assert errors[0].startswith("gpu_dra_driver_feature_gates turns on %s" % list(gates)[0])
 
 
 @pytest.mark.parametrize("case", sorted(DRA_CASES))
@@ -511,6 +555,33 @@ def test_dra_helm_values_carry_the_same_settings_as_the_manifests(case):
     image = values["image"]
     assert "%s:%s" % (image["repository"], image["tag"]) == spec["containers"][0]["image"]
     assert values["imagePullSecrets"] == spec.get("imagePullSecrets", [])
+
+
+@pytest.mark.parametrize("version", DRA_KUBERNETES)
+def test_dra_smoke_templates_and_pods_validate(version):
+    templates, pods = dra_smoke_objects()
+    for doc in templates + pods:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_dra_smoke_pods_ask_for_the_nodes_gpu_through_their_own_claim():
+    templates, pods = dra_smoke_objects()
+    assert [t["metadata"]["name"] for t in templates] == ["gpufleet-smoke-gpu-03", "gpufleet-smoke-gpu-04"]
+    for template, entry in zip(templates, DRA_PLAN):
+        (request,) = template["spec"]["spec"]["devices"]["requests"]
+        assert request == {"name": "gpu", "exactly": {"deviceClassName": entry["dra"]["class"],
+                                                      "selectors": [{"cel": {"expression": entry["dra"]["selector"]}}]}}
+        assert template["metadata"]["labels"]["gpufleet.nvidia/run"] == "20261121070000-42"
+    plugin_pod, dra_pods = pods[0], pods[1:]
+    assert plugin_pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
+    assert plugin_pod["spec"]["runtimeClassName"] == "nvidia" and "resourceClaims" not in plugin_pod["spec"]
+    for pod, entry in zip(dra_pods, DRA_PLAN):
+        spec = pod["spec"]
+        assert spec["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": entry["dra"]["template"]}]
+        assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+        # The claim's CDI device brings the GPU: no RuntimeClass.
+        assert "runtimeClassName" not in spec
+        assert spec["securityContext"]["runAsNonRoot"] is True
 
 
 def _read_what_the_tests_share():

@@ -618,15 +618,24 @@ def test_the_plan_carries_each_nodes_uuids_and_gpus_and_judges_by_them():
     assert "GPU-11111111-2222-3333-4444-555555555555" in verdicts[0]["reason"]
 
 
-def test_a_node_on_the_dra_path_is_not_asked_for_nvidia_gpu():
+def test_a_node_on_the_dra_path_asks_for_its_gpu_model_through_a_claim():
     dra_node = node("node-a", {"cpu": "8"})
     dra_node["metadata"]["labels"] = {"nvidia.com/dra-kubelet-plugin": "true"}
-    answer = st.smoke_plan(fleet()[:1], [dra_node], "nvidia.com/gpu", "one",
+    mig_node = node("node-b", {"cpu": "8"})
+    mig_node["metadata"]["labels"] = {"nvidia.com/dra-kubelet-plugin": "true"}
+    answer = st.smoke_plan(fleet()[:2], [dra_node, mig_node], "nvidia.com/gpu", "one",
                            dra_label="nvidia.com/dra-kubelet-plugin")
-    assert answer["plan"] == [] and answer["problems"] == []
-    assert [(e["node"], e["why"], e["reason"]) for e in answer["not_tested"]] == [
-        ("node-a", "dra", "not tested: on the DRA path (nvidia.com/dra-kubelet-plugin=true), its GPUs are not "
-                          "asked for as nvidia.com/gpu")]
+    assert answer["problems"] == [] and answer["not_tested"] == []
+    name = H100["gpus"][0]["name"]
+    assert [(e["node"], e["request"], e["expected_devices"], e["dra"]) for e in answer["plan"]] == [
+        ("node-a", 1, 1, {"template": "gpufleet-smoke-node-a", "class": "gpu.nvidia.com",
+                          "selector": "device.attributes['gpu.nvidia.com'].productName == '%s'" % name}),
+        ("node-b", 1, 1, {"template": "gpufleet-smoke-node-b", "class": "mig.nvidia.com",
+                          "selector": "device.attributes['gpu.nvidia.com'].productName == '%s'" % name})]
     # Without the rule (or with the label false) it is a node without the device plugin, as before.
     assert st.smoke_plan(fleet()[:1], [dra_node], "nvidia.com/gpu", "one")["problems"] == [
         "h100: node node-a advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?"]
+
+
+def test_a_product_name_is_a_cel_string():
+    assert st._cel_string("it's \\ odd") == "'it\\'s \\\\ odd'"
