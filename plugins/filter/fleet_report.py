@@ -59,6 +59,15 @@ RESULTS_FORMAT = 1
 RESULTS_WRITER = "gpufleet.nvidia.site"
 # Where a host's resources come from: the Node's allocatable, as the API answers now.
 RESOURCE_PREFIX = "nvidia.com/"
+# The label that puts a Node on the DRA path (gpu_dra_driver_node_label, gpu_device_plugin_dra_node_label).
+DRA_NODE_LABEL = "nvidia.com/dra-kubelet-plugin"
+# A node's path to its GPUs, as the report words it.
+PATH_TEXT = {"device_plugin": "device plugin", "dra": "DRA"}
+# The role variable each part of the results file comes from.
+_REPORT_VARS = {"device_plugin": "gpu_device_plugin_report", "smoke_test": "gpu_smoke_test_report",
+                "dra": "gpu_dra_driver_report"}
+# The resources through which the device plugin offers GPUs: whole GPUs (and their shared replicas) and MIG devices.
+_GPU_RESOURCE_RE = re.compile(r"^nvidia\.com/(gpu($|\.)|mig-)")
 _ISO_TIME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2}(\.\d+)?)?(Z|[+-]00:?00)$")
 
 
@@ -385,20 +394,48 @@ def _rows_of(rows, what):
         return []
     if not isinstance(rows, list) or not all(isinstance(row, dict) and row.get("host") for row in rows):
         raise AnsibleFilterError(
-            "cluster_results: %s must be a list of rows with a 'host' (%s), got %r" % (
-                what, "gpu_device_plugin_report" if what == "device_plugin" else "gpu_smoke_test_report", rows))
+            "cluster_results: %s must be a list of rows with a 'host' (%s), got %r" % (what, _REPORT_VARS[what], rows))
     return rows
 
 
-def cluster_results(previous, device_plugin=None, smoke_test=None, time=None):
+def _dra_kinds(devices):
+    """What a DRA node publishes, counted: [{type, product, profile, count}] (GPUs first, then MIG devices)."""
+    counts = {}
+    for device in devices or []:
+        if not isinstance(device, dict):
+            continue
+        key = (str(device.get("type") or "unknown"), device.get("product"), device.get("profile"))
+        counts[key] = counts.get(key, 0) + 1
+    order = sorted(counts, key=lambda key: (
+        {"gpu": 0, "mig": 1}.get(key[0], 2), key[0], natural_key(key[1] or ""), natural_key(key[2] or "")))
+    return [{"type": kind, "product": product, "profile": profile, "count": counts[(kind, product, profile)]}
+            for kind, product, profile in order]
+
+
+def _kept(part, row, time):
+    """A role's row as the results file keeps it: without ``host``, with its time; a DRA row keeps what
+    its node publishes counted (``publishes``), not every device."""
+    dropped = ("host", "devices") if part == "dra" else ("host",)
+    kept = dict((key, value) for key, value in row.items() if key not in dropped)
+    if part == "dra":
+        kept["publishes"] = _dra_kinds(row.get("devices"))
+    kept["time"] = time
+    return kept
+
+
+def cluster_results(previous, device_plugin=None, smoke_test=None, time=None, dra=None):
     """The results file site.yml keeps for the fleet report, with this run's rows merged in.
 
     ``previous``: the file's text or data, or empty (a file that is not ours is
     replaced). ``device_plugin``: gpu_device_plugin_report rows; ``smoke_test``:
-    gpu_smoke_test_report rows; ``time``: when they were taken (ISO 8601, UTC).
+    gpu_smoke_test_report rows; ``dra``: gpu_dra_driver_report rows (what each
+    DRA node publishes, kept as counts under ``publishes``); ``time``: when they
+    were taken (ISO 8601, UTC).
     Per host, each part keeps its last row with its time; a smoke row without a
     verdict (``not run``: check mode, a stage that never ran) changes nothing, nor
     does a row of a host the run left out (``excluded``: outside --limit, unreachable).
+    The ``dra`` part is optional in format 1: a file written before it has none, and
+    a writer that does not know it keeps it as it is.
     """
     hosts, dummy = _results_hosts(previous)
     hosts = copy.deepcopy(hosts)
@@ -406,14 +443,13 @@ def cluster_results(previous, device_plugin=None, smoke_test=None, time=None):
     updates = [("device_plugin", row) for row in _rows_of(device_plugin, "device_plugin") if not row.get("excluded")]
     updates += [("smoke_test", row) for row in _rows_of(smoke_test, "smoke_test")
                 if (row.get("ok") is not None or row.get("tested") is False) and row.get("why") != "excluded"]
+    updates += [("dra", row) for row in _rows_of(dra, "dra") if not row.get("excluded")]
     if updates and not (isinstance(time, str) and time):
         raise AnsibleFilterError("cluster_results: give the time of the rows (ISO 8601, UTC), got %r" % (time,))
     for part, row in updates:
         entry = hosts.setdefault(str(row["host"]), {})
         entry["node"] = row.get("node") or entry.get("node") or str(row["host"])
-        kept = dict((key, value) for key, value in row.items() if key != "host")
-        kept["time"] = time
-        entry[part] = kept
+        entry[part] = _kept(part, row, time)
     return {
         "format": RESULTS_FORMAT,
         "written_by": RESULTS_WRITER,
@@ -462,6 +498,7 @@ def _cluster_context(cluster):
         "api_host": api_host or None,
         "nodes": by_name,
         "node_names": cluster.get("node_names") or {},
+        "dra_label": cluster.get("dra_label") or DRA_NODE_LABEL,
         "results": results,
         "results_file": cluster.get("results_file") or None,
         "results_problem": problem,
@@ -505,6 +542,58 @@ def _resources_text(resources):
     return ", ".join("%s: %s" % (name, resources[name]) for name in sorted(resources))
 
 
+def _recorded_path(recorded):
+    """The path site.yml last checked a host on: the newer of its device plugin and DRA rows (their
+    times are ISO 8601 in UTC); None when it recorded neither."""
+    plugin, dra = recorded.get("device_plugin"), recorded.get("dra")
+    if dra and (not plugin or str(dra.get("time") or "") >= str(plugin.get("time") or "")):
+        return "dra"
+    return "device_plugin" if plugin else None
+
+
+def _count_text(publishes):
+    """[{type, count}, ...] -> '1 GPU, 7 MIG devices'; '' for nothing."""
+    counts, order = {}, []
+    for kind in publishes or []:
+        name = {"gpu": "GPU", "mig": "MIG device"}.get(kind.get("type"), "%s device" % kind.get("type"))
+        if name not in counts:
+            counts[name] = 0
+            order.append(name)
+        counts[name] += int(kind.get("count") or 0)
+    return ", ".join(_plural(counts[name], name) for name in order)
+
+
+def _models_text(publishes):
+    """'8 x NVIDIA H100 80GB HBM3'; 'NVIDIA A100-SXM4-80GB MIG: 7 x 1g.10gb' (x as the multiplication sign)."""
+    parts = []
+    for kind in publishes or []:
+        product = kind.get("product") or "unknown model"
+        if kind.get("type") == "mig":
+            part = "%d \u00d7 %s" % (kind.get("count") or 0, kind.get("profile") or "unknown profile")
+            if parts and parts[-1][0] == (product, "mig"):
+                parts[-1][1].append(part)
+            else:
+                parts.append(((product, "mig"), [part]))
+        else:
+            parts.append(((product, kind.get("type")), ["%d \u00d7 %s%s" % (
+                kind.get("count") or 0, product, "" if kind.get("type") == "gpu" else " (%s)" % kind.get("type"))]))
+    return "; ".join("%s MIG: %s" % (key[0], ", ".join(words)) if key[1] == "mig" else words[0]
+                     for key, words in parts)
+
+
+def _dra_said(check):
+    """(sentence, severity) for a DRA node's recorded row (gpu_dra_driver_report, as cluster_results keeps it)."""
+    publishes = check.get("publishes") or []
+    if check.get("ok"):
+        counted = _count_text(publishes) or "no devices"
+        return "publishes %s%s" % (counted, " (%s)" % _models_text(publishes) if publishes else ""), "ok"
+    message = check.get("message") or "publishes less than its hardware has"
+    published, expected = check.get("published") or 0, check.get("expected") or 0
+    if published and expected:
+        message = "publishes %d of %d devices: %s" % (published, expected, message)
+    return message, "bad"
+
+
 def _cluster_row(host, facts, context):
     node_name = str(context["node_names"].get(host) or host)
     recorded = context["results"].get(host) or {}
@@ -516,6 +605,16 @@ def _cluster_row(host, facts, context):
         "advertises": None,
         "advertises_severity": "info",
         "node_status": None,
+        "path": None,
+        "path_source": None,
+        "path_text": "unknown",
+        "dra": None,
+        "dra_ok": None,
+        "dra_severity": "info",
+        "dra_published": None,
+        "dra_expected": None,
+        "dra_publishes": [],
+        "dra_time": None,
         "smoke_ok": None,
         "smoke_tested": None,
         "smoke": None,
@@ -525,9 +624,19 @@ def _cluster_row(host, facts, context):
         "gating": None,
         "gating_severity": "info",
     }
+    label = context["dra_label"]
+    node = context["nodes"].get(node_name) if context["state"] == "read" else None
+    # The node's path to its GPUs: its Node's label now when the API was read, else what site.yml last checked.
+    recorded_path = _recorded_path(recorded)
+    if node is not None:
+        labels = ((node.get("metadata") or {}).get("labels")) or {}
+        out["path"] = "dra" if labels.get(label) == "true" else "device_plugin"
+        out["path_source"] = "api"
+    elif recorded_path:
+        out["path"], out["path_source"] = recorded_path, "recorded"
+    out["path_text"] = PATH_TEXT.get(out["path"], "unknown")
     # What the node advertises: its Node now when the API was read, else what site.yml saw.
     if context["state"] == "read":
-        node = context["nodes"].get(node_name)
         if node is None:
             out["advertises"] = "no Node named %s in the cluster" % node_name
             out["advertises_severity"] = "warn"
@@ -545,12 +654,24 @@ def _cluster_row(host, facts, context):
             short = ["%s=%s" % (name, count) for name, count in sorted((check.get("expected") or {}).items())
                      if isinstance(count, int) and isinstance(out["advertised"].get(name, 0), int)
                      and out["advertised"].get(name, 0) < count]
-            if short:
+            advertising = any(value not in (0, "0") for value in out["advertised"].values())
+            if out["path"] == "dra":
+                # Its GPUs are the DRA driver's: GPUs or MIG devices the device plugin advertises there are a second
+                # claim on them (other nvidia.com/ resources, a NIC's for one, are not).
+                if any(value not in (0, "0") for name, value in out["advertised"].items() if _GPU_RESOURCE_RE.match(name)):
+                    out["advertises"] = "%s, though the node is on the DRA path (%s=true)" % (
+                        _resources_text(out["advertised"]), label)
+                    out["advertises_severity"] = "bad"
+                elif advertising:
+                    out["advertises"] = "%s (no GPU resource: DRA path)" % _resources_text(out["advertised"])
+                else:
+                    out["advertises"] = "no %s resource (DRA path)" % RESOURCE_PREFIX
+            elif short:
                 out["advertises"] = "%s; its hardware gives %s (%s, site.yml's check)" % (
                     _resources_text(out["advertised"]) or "no %s resource" % RESOURCE_PREFIX, ", ".join(short),
                     check.get("basis") or "as expected")
                 out["advertises_severity"] = "bad"
-            elif any(value not in (0, "0") for value in out["advertised"].values()):
+            elif advertising:
                 out["advertises"] = _resources_text(out["advertised"])
                 out["advertises_severity"] = "ok" if out["node_status"] == "Ready" else "warn"
             elif (facts or {}).get("state") == "ok" and gpus:
@@ -559,6 +680,8 @@ def _cluster_row(host, facts, context):
                 out["advertises_severity"] = "bad"
             else:
                 out["advertises"] = "no %s resource" % RESOURCE_PREFIX
+    elif out["path"] == "dra":
+        out["advertises"] = "none expected (DRA path)"
     elif recorded.get("device_plugin"):
         check = recorded["device_plugin"]
         out["advertised"] = dict((key, _plain(value)) for key, value in (check.get("advertised") or {}).items())
@@ -572,6 +695,26 @@ def _cluster_row(host, facts, context):
             out["advertises_severity"] = "ok" if check.get("ok") else "bad"
     else:
         out["advertises"] = "no cluster in the inventory" if context["state"] == "none" else "cluster not read"
+
+    # What a DRA node publishes, as site.yml's check over its ResourceSlices last saw it.
+    check = recorded.get("dra")
+    if out["path"] == "dra" and check:
+        out["dra"], out["dra_severity"] = _dra_said(check)
+        out["dra_ok"] = bool(check.get("ok"))
+        out["dra_published"], out["dra_expected"] = check.get("published"), check.get("expected")
+        out["dra_publishes"] = list(check.get("publishes") or [])
+        out["dra_time"] = when_text(check.get("time"))
+        if out["dra_ok"] and out["node_status"] not in (None, "Ready"):
+            out["dra_severity"] = "warn"
+    elif out["path"] == "dra":
+        out["dra"] = "nothing recorded of what it publishes (site.yml's DRA check did not run%s)" % (
+            " or failed" if context["results_problem"] is None else ": %s" % context["results_problem"])
+        out["dra_severity"] = "warn"
+    elif recorded_path == "dra":
+        # Checked on the DRA path, its Node no longer labelled for the DRA driver's kubelet plugin.
+        out["dra"] = "its Node has no %s=true, though site.yml's DRA check saw it on the DRA path" % label
+        out["dra_severity"] = "warn"
+        out["dra_time"] = when_text(check.get("time"))
 
     smoke = recorded.get("smoke_test")
     if smoke:
@@ -592,6 +735,44 @@ def _cluster_row(host, facts, context):
         out["smoke"] = "no verdict recorded"
         out["smoke_detail"] = context["results_problem"]
     return out
+
+
+def _paths_summary(rows):
+    """Nodes by path: [{path, text, count}], device plugin first, then DRA, then the nodes of no known path."""
+    counts = {}
+    for row in rows:
+        counts[row["cluster"]["path"]] = counts.get(row["cluster"]["path"], 0) + 1
+    return [{"path": path, "text": PATH_TEXT.get(path, "unknown"), "count": counts[path]}
+            for path in ("device_plugin", "dra", None) if counts.get(path)]
+
+
+def _dra_summary(rows):
+    """The nodes on the DRA path: how many, how many publish what their hardware has, what they publish
+    together, the nodes with a problem, and all that as one sentence."""
+    dra = [row["cluster"] for row in rows if row["cluster"]["path"] == "dra"]
+    publishes = {}
+    order = []
+    for cluster in dra:
+        for kind in cluster["dra_publishes"]:
+            name = kind.get("type")
+            if name not in publishes:
+                publishes[name] = 0
+                order.append(name)
+            publishes[name] += int(kind.get("count") or 0)
+    counted = [{"type": name, "count": publishes[name]} for name in sorted(
+        order, key=lambda name: ({"gpu": 0, "mig": 1}.get(name, 2), str(name)))]
+    ok = sum(1 for cluster in dra if cluster["dra_ok"])
+    problems = [row["node"] for row in rows if row["cluster"]["dra_severity"] in ("bad", "warn")]
+    if dra:
+        text = "%s on the DRA path, %d publishing what %s hardware has; %s published" % (
+            _plural(len(dra), "node"), ok, "its" if len(dra) == 1 else "their", _count_text(counted) or "nothing")
+    else:
+        text = "no node on the DRA path"
+    if problems:
+        text += "; to look at: %s" % ", ".join(problems)
+    return {"nodes": len(dra), "ok": ok, "publishes": counted,
+            "problems": problems, "failed": sum(1 for cluster in dra if cluster["dra_severity"] == "bad"),
+            "text": text}
 
 
 def _cluster_summary(rows, context):
@@ -623,6 +804,8 @@ def _cluster_summary(rows, context):
         "api_host": context["api_host"],
         "advertised": [{"resource": name, "count": totals[name], "nodes": counts[name]} for name in sorted(totals)],
         "advertised_source": "api" if "api" in sources else ("recorded" if sources else None),
+        "paths": _paths_summary(rows),
+        "dra": _dra_summary(rows),
         "smoke": smoke,
         "results_file": context["results_file"],
         "results_problem": context["results_problem"],

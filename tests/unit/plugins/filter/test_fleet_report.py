@@ -12,10 +12,12 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter import device_plugin as dp
+from ansible_collections.gpufleet.nvidia.plugins.filter import dra
 from ansible_collections.gpufleet.nvidia.plugins.filter import fleet_report as fr
 from ansible_collections.gpufleet.nvidia.plugins.filter import smoke_test as st
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import node_labels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter.test_dra import published
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_nvml import H100_PCI
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_smi import fixture
@@ -691,3 +693,230 @@ def test_rows_show_what_the_health_gating_left_on_each_node():
     assert (rows["gpu-b.example"]["cluster"]["gating"], rows["gpu-b.example"]["cluster"]["gating_severity"]) == (
         "gpu-health=healthy", "ok")
     assert (rows["gpu-c"]["cluster"]["gating"], rows["gpu-c"]["health_status"]) == (None, "unknown")
+
+
+# ---- the DRA path: what each DRA node publishes, as site.yml's gpu_dra_driver check recorded it ----------
+
+A5000_LOST = copy.deepcopy(A5000_PAIR)
+A5000_LOST["health"] = {"status": "unhealthy", "problems": [
+    {"code": "gpu_lost", "severity": "critical", "pci_address": "0000:c1:00.0", "gpu_index": None,
+     "message": "GPU lost: NVML: GPU is lost"}]}
+# Host -> (node, facts) of the DRA nodes: all published (4 MIG devices), one GPU of two missing, the same on
+# a node whose facts say it lost that GPU.
+DRA_NODES = {"gpu-c.example": ("gpu-c", H100_MIG), "gpu-d.example": ("gpu-d", A5000_PAIR),
+             "gpu-e.example": ("gpu-e", A5000_LOST)}
+DRA_NAMES = {"gpu-a.example": "gpu-a", "gpu-b.example": "gpu-b", "gpu-c.example": "gpu-c", "gpu-d.example": "gpu-d",
+             "gpu-e.example": "gpu-e"}
+A5000_SECOND = A5000_PAIR["gpus"][1]["uuid"]
+
+
+def dra_slices():
+    """The slices NVIDIA's DRA driver publishes for the DRA nodes, gpu-d and gpu-e without their second GPU."""
+    slices = [published(facts, node) for node, facts in DRA_NODES.values()]
+    for item in slices[1:]:
+        item["spec"]["devices"] = item["spec"]["devices"][:1]
+    return slices
+
+
+def dra_rows(excluded=()):
+    """gpu_dra_driver_report as the role keeps it, from the real check over those slices."""
+    hosts = [{"host": host, "node": node, "facts": facts, "excluded": "outside --limit, not contacted"
+              if host in excluded else None} for host, (node, facts) in DRA_NODES.items()]
+    return dra.dra_slices_check(dra_slices(), hosts)
+
+
+def dra_api_node(name, gpus=None):
+    node = api_node(name, gpus)
+    node["metadata"]["labels"][fr.DRA_NODE_LABEL] = "true"
+    return node
+
+
+def dra_facts():
+    facts = facts_by_host()
+    facts.update((host, copy.deepcopy(value)) for host, (dummy, value) in DRA_NODES.items())
+    return facts
+
+
+def dra_results():
+    return fr.cluster_results(None, device_plugin_rows(), smoke_rows(), dra=dra_rows(), time=TIME)
+
+
+def test_cluster_results_keep_what_each_dra_node_publishes_counted():
+    results = dra_results()
+    assert results["format"] == 1
+    assert list(results["hosts"]) == ["gpu-a.example", "gpu-b.example", "gpu-c.example", "gpu-d.example",
+                                      "gpu-e.example"]
+    assert "dra" not in results["hosts"]["gpu-a.example"]
+    c = results["hosts"]["gpu-c.example"]
+    assert c["node"] == "gpu-c"
+    assert c["dra"] == {"node": "gpu-c", "expected": 4, "published": 4, "ok": True, "unhealthy": False,
+                        "message": "publishes 2 x NVIDIA H100 80GB HBM3 MIG 1g.10gb, 1 x NVIDIA H100 80GB HBM3 MIG "
+                                   "2g.20gb, 1 x NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+                        "publishes": [
+                            {"type": "mig", "product": "NVIDIA H100 80GB HBM3", "profile": "1g.10gb", "count": 2},
+                            {"type": "mig", "product": "NVIDIA H100 80GB HBM3", "profile": "2g.20gb", "count": 1},
+                            {"type": "mig", "product": "NVIDIA H100 80GB HBM3", "profile": "3g.40gb", "count": 1}],
+                        "time": TIME}
+    d = results["hosts"]["gpu-d.example"]["dra"]
+    assert (d["ok"], d["unhealthy"], d["expected"], d["published"], d["message"]) == (
+        False, False, 2, 1, "does not publish GPU %s" % A5000_SECOND)
+    assert d["publishes"] == [{"type": "gpu", "product": "NVIDIA RTX A5000", "profile": None, "count": 1}]
+    assert "devices" not in d and "host" not in d
+    e = results["hosts"]["gpu-e.example"]["dra"]
+    assert (e["ok"], e["unhealthy"], e["message"]) == (
+        False, True, "unhealthy (gpu_lost), not checked: does not publish GPU %s" % A5000_SECOND)
+    # The file is JSON as to_nice_json writes it, and reads back the same.
+    assert fr.cluster_results(json.dumps(results)) == results
+
+
+def test_a_dra_row_of_a_host_the_run_left_out_changes_nothing():
+    first = dra_results()
+    later = fr.cluster_results(first, dra=dra_rows(excluded=("gpu-c.example",)), time=LATER)
+    assert later["hosts"]["gpu-c.example"] == first["hosts"]["gpu-c.example"]
+    assert later["hosts"]["gpu-d.example"]["dra"]["time"] == LATER
+    # A host of no earlier run that the run left out is not added.
+    only = fr.cluster_results(None, dra=dra_rows(excluded=("gpu-c.example",)), time=LATER)
+    assert list(only["hosts"]) == ["gpu-d.example", "gpu-e.example"]
+
+
+def test_rows_say_on_which_path_each_node_is_and_what_each_dra_node_publishes():
+    nodes = k8s_info(api_node("gpu-a", 2), api_node("gpu-b", 1), dra_api_node("gpu-c"), dra_api_node("gpu-d"),
+                     dra_api_node("gpu-e"))
+    report = fr.fleet_report(dra_facts(), cluster(nodes, dra_results(), node_names=DRA_NAMES))
+    rows = dict((row["node"], row["cluster"]) for row in report["rows"])
+    # A node on the device plugin path: as before, and no DRA sentence.
+    a = rows["gpu-a.example"]
+    assert (a["path"], a["path_source"], a["path_text"], a["dra"], a["dra_severity"]) == (
+        "device_plugin", "api", "device plugin", None, "info")
+    assert (a["advertises"], a["advertises_severity"]) == ("nvidia.com/gpu: 2", "ok")
+    # A DRA node that publishes what its hardware has.
+    c = rows["gpu-c.example"]
+    assert (c["path"], c["path_source"], c["path_text"]) == ("dra", "api", "DRA")
+    assert (c["dra"], c["dra_severity"], c["dra_ok"], c["dra_time"]) == (
+        "publishes 4 MIG devices (NVIDIA H100 80GB HBM3 MIG: 2 \u00d7 1g.10gb, 1 \u00d7 2g.20gb, 1 \u00d7 3g.40gb)",
+        "ok", True, "2026-11-23 15:57 UTC")
+    # No nvidia.com/ resource there is right, not a device plugin failure.
+    assert (c["advertises"], c["advertises_severity"]) == ("no nvidia.com/ resource (DRA path)", "info")
+    # A DRA node missing a GPU is a problem, named like a device plugin shortfall.
+    d = rows["gpu-d.example"]
+    assert (d["dra"], d["dra_severity"], d["dra_ok"], d["dra_published"], d["dra_expected"]) == (
+        "publishes 1 of 2 devices: does not publish GPU %s" % A5000_SECOND, "bad", False, 1, 2)
+    # So is one whose facts say it lost that GPU: the check names its health.
+    e = rows["gpu-e.example"]
+    assert (e["dra"], e["dra_severity"]) == (
+        "publishes 1 of 2 devices: unhealthy (gpu_lost), not checked: does not publish GPU %s" % A5000_SECOND, "bad")
+    assert rows_by_node(report)["gpu-e.example"]["health_status"] == "unhealthy"
+    summary = report["summary"]["cluster"]
+    assert summary["paths"] == [{"path": "device_plugin", "text": "device plugin", "count": 2},
+                                {"path": "dra", "text": "DRA", "count": 3}]
+    assert summary["dra"] == {
+        "nodes": 3, "ok": 1, "failed": 2, "problems": ["gpu-d.example", "gpu-e.example"],
+        "publishes": [{"type": "gpu", "count": 2}, {"type": "mig", "count": 4}],
+        "text": "3 nodes on the DRA path, 1 publishing what their hardware has; 2 GPUs, 4 MIG devices published; "
+                "to look at: gpu-d.example, gpu-e.example"}
+    assert summary["advertised"] == [{"resource": "nvidia.com/gpu", "count": 3, "nodes": 2}]
+
+
+def test_without_the_api_the_dra_rows_use_what_site_yml_recorded():
+    # gpu-c was on the device plugin path before: its older row there does not count against the DRA path.
+    older = fr.cluster_results(None, dp.device_plugin_check([api_node("gpu-c")], [
+        {"host": "gpu-c.example", "node": "gpu-c", "facts": H100_MIG}], {"default": {}}), time="2026-11-20T09:00:00Z")
+    assert older["hosts"]["gpu-c.example"]["device_plugin"]["ok"] is False
+    results = fr.cluster_results(older, device_plugin_rows(), dra=dra_rows(), time=TIME)
+    report = fr.fleet_report(dra_facts(), cluster(None, results, node_names=DRA_NAMES))
+    rows = dict((row["node"], row["cluster"]) for row in report["rows"])
+    c = rows["gpu-c.example"]
+    assert (c["path"], c["path_source"], c["dra_severity"], c["advertises"], c["advertises_severity"]) == (
+        "dra", "recorded", "ok", "none expected (DRA path)", "info")
+    assert (c["advertised"], c["advertised_source"]) == ({}, None)
+    assert (rows["gpu-d.example"]["path"], rows["gpu-d.example"]["dra_severity"]) == ("dra", "bad")
+    assert (rows["gpu-a.example"]["path"], rows["gpu-a.example"]["path_source"]) == ("device_plugin", "recorded")
+    # Moved back: a device plugin row newer than the DRA row puts the node on the device plugin path.
+    back = fr.cluster_results(results, dp.device_plugin_check([api_node("gpu-c", 1)], [
+        {"host": "gpu-c.example", "node": "gpu-c", "facts": H100_MIG}], {"default": {}}), time=LATER)
+    c = fr.fleet_report(dra_facts(), cluster(None, back, node_names=DRA_NAMES))["rows"][2]["cluster"]
+    assert (c["node"], c["path"], c["dra"], c["advertises"], c["advertises_severity"]) == (
+        "gpu-c", "device_plugin", None, "nvidia.com/gpu: 1", "ok")
+
+
+def test_an_old_results_file_without_dra_reads_as_before():
+    # A file cluster_results wrote before it kept DRA rows: format 1, no 'dra' anywhere.
+    old = {"format": 1, "written_by": "gpufleet.nvidia.site", "hosts": {
+        "gpu-a.example": {"node": "gpu-a", "device_plugin": {
+            "node": "gpu-a", "config": "default", "expected": {"nvidia.com/gpu": 2}, "advertised": {"nvidia.com/gpu": 2},
+            "basis": "2 GPUs", "ok": True, "unhealthy": False, "message": "advertises nvidia.com/gpu=2", "time": TIME}}}}
+    report = fr.fleet_report(facts_by_host(), cluster(k8s_info(api_node("gpu-a", 2), api_node("gpu-b", 1)), old))
+    a, b = [row["cluster"] for row in report["rows"]]
+    assert report["summary"]["cluster"]["results_problem"] is None
+    assert (a["advertises"], a["advertises_severity"], a["path"], a["dra"]) == (
+        "nvidia.com/gpu: 2", "ok", "device_plugin", None)
+    assert (b["path"], b["dra"], b["smoke"]) == ("device_plugin", None, "no verdict recorded")
+    assert report["summary"]["cluster"]["dra"] == {"nodes": 0, "ok": 0, "failed": 0, "problems": [], "publishes": [],
+                                                   "text": "no node on the DRA path"}
+    # Without the API it is read as site.yml recorded it; this run's DRA rows are added beside.
+    report = fr.fleet_report(facts_by_host(), cluster(None, old))
+    assert (report["rows"][0]["cluster"]["path"], report["rows"][0]["cluster"]["advertises"]) == (
+        "device_plugin", "nvidia.com/gpu: 2")
+    assert report["rows"][1]["cluster"]["path"] is None and report["rows"][1]["cluster"]["path_text"] == "unknown"
+    merged = fr.cluster_results(json.dumps(old), dra=dra_rows(), time=LATER)
+    assert merged["hosts"]["gpu-a.example"] == old["hosts"]["gpu-a.example"]
+    assert merged["hosts"]["gpu-c.example"]["dra"]["ok"] is True
+
+
+def test_a_node_labelled_for_dra_with_nothing_recorded_or_advertising_gpus_is_flagged():
+    nodes = k8s_info(api_node("gpu-a", 2), dra_api_node("gpu-b", 1))
+    rows = [row["cluster"] for row in fr.fleet_report(facts_by_host(), cluster(nodes, None))["rows"]]
+    b = rows[1]
+    assert (b["path"], b["dra_severity"]) == ("dra", "warn")
+    assert b["dra"] == "nothing recorded of what it publishes (site.yml's DRA check did not run or failed)"
+    # The device plugin advertising a DRA node's GPU: two claims on one GPU.
+    assert (b["advertises"], b["advertises_severity"]) == (
+        "nvidia.com/gpu: 1, though the node is on the DRA path (nvidia.com/dra-kubelet-plugin=true)", "bad")
+    # The label the inventory gives gpu_dra_driver counts.
+    other = api_node("gpu-b", 1)
+    other["metadata"]["labels"]["example.com/dra"] = "true"
+    row = fr.fleet_report(facts_by_host(), cluster(k8s_info(api_node("gpu-a", 2), other), None,
+                                                   dra_label="example.com/dra"))["rows"][1]["cluster"]
+    assert (row["path"], row["advertises"]) == (
+        "dra", "nvidia.com/gpu: 1, though the node is on the DRA path (example.com/dra=true)")
+    # A NIC's nvidia.com/ resource on a DRA node is no second claim on its GPUs.
+    nic = dra_api_node("gpu-b")
+    nic["status"]["allocatable"]["nvidia.com/rdma_shared_device_a"] = "1k"
+    row = fr.fleet_report(facts_by_host(), cluster(k8s_info(api_node("gpu-a", 2), nic), None))["rows"][1]["cluster"]
+    assert (row["path"], row["advertises_severity"]) == ("dra", "info")
+    assert row["advertises"] == "nvidia.com/rdma_shared_device_a: 1k (no GPU resource: DRA path)"
+
+
+def test_a_dra_node_whose_node_lost_the_label_is_named():
+    results = fr.cluster_results(None, dra=dra_rows(), time=TIME)
+    nodes = k8s_info(api_node("gpu-c"), dra_api_node("gpu-d"), dra_api_node("gpu-e"))
+    report = fr.fleet_report(dra_facts(), cluster(nodes, results, node_names=DRA_NAMES))
+    c = rows_by_node(report)["gpu-c.example"]["cluster"]
+    assert (c["path"], c["dra_severity"], c["dra_time"]) == ("device_plugin", "warn", "2026-11-23 15:57 UTC")
+    assert c["dra"] == ("its Node has no nvidia.com/dra-kubelet-plugin=true, though site.yml's DRA check saw it on "
+                        "the DRA path")
+    assert (c["advertises"], c["advertises_severity"]) == ("no nvidia.com/ resource, though nvml_facts sees 1 GPU", "bad")
+    assert report["summary"]["cluster"]["dra"]["problems"] == ["gpu-c.example", "gpu-d.example", "gpu-e.example"]
+
+
+def test_cluster_results_refuse_bad_dra_rows():
+    with pytest.raises(AnsibleFilterError, match=r"dra must be a list of rows with a 'host' \(gpu_dra_driver_report\)"):
+        fr.cluster_results(None, dra=[{"node": "gpu-c", "ok": True}], time=TIME)
+    with pytest.raises(AnsibleFilterError, match="give the time of the rows"):
+        fr.cluster_results(None, dra=dra_rows())
+
+
+@pytest.mark.parametrize("publishes, said", [
+    ([{"type": "gpu", "product": "NVIDIA RTX A5000", "profile": None, "count": 2}],
+     "publishes 2 GPUs (2 \u00d7 NVIDIA RTX A5000)"),
+    ([{"type": "gpu", "product": "NVIDIA A100-SXM4-80GB", "profile": None, "count": 7},
+      {"type": "mig", "product": "NVIDIA A100-SXM4-80GB", "profile": "1g.10gb", "count": 7}],
+     "publishes 7 GPUs, 7 MIG devices (7 \u00d7 NVIDIA A100-SXM4-80GB; NVIDIA A100-SXM4-80GB MIG: 7 \u00d7 1g.10gb)"),
+    ([], "publishes no devices"),
+])
+def test_what_an_ok_dra_node_publishes_is_counted_by_kind_and_model(publishes, said):
+    results = {"format": 1, "written_by": "gpufleet.nvidia.site", "hosts": {"gpu-a.example": {"node": "gpu-a", "dra": {
+        "node": "gpu-a", "expected": len(publishes), "published": len(publishes), "ok": True, "unhealthy": False,
+        "message": "publishes ...", "publishes": publishes, "time": TIME}}}}
+    row = fr.fleet_report({"gpu-a.example": copy.deepcopy(A5000_PAIR)}, cluster(None, results))["rows"][0]["cluster"]
+    assert (row["path"], row["dra"], row["dra_severity"]) == ("dra", said, "ok")
