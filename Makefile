@@ -291,7 +291,8 @@ bench-scale: setup
 bench-rerun: setup
 	$(VENV)/bin/python benchmarks/rerun_cost.py
 
-# gpu_device_plugin and gpu_smoke_test against 1 and 300 simulated GPU nodes (tests/simcluster).
+# gpu_device_plugin and gpu_smoke_test against 1, 300 and 1,000 simulated GPU nodes (tests/simcluster), and the smoke
+# test through DRA at 1 and 300 (BENCH_CLUSTER_ARGS, e.g. "--nodes 1,300 --rounds 1").
 bench-cluster: venv collections
 	$(VENV)/bin/python benchmarks/cluster_scale.py $(BENCH_CLUSTER_ARGS)
 

@@ -35,6 +35,13 @@ options:
     description: Namespace of the pods.
     type: str
     required: true
+  kind:
+    description:
+      - What the batch makes or deletes - C(v1) Pods, or the C(resource.k8s.io/v1) ResourceClaimTemplates that pods
+        on the DRA path ask for their devices through. Everything said of pods here holds for them.
+    type: str
+    choices: [Pod, ResourceClaimTemplate]
+    default: Pod
   state:
     description: Whether the pods should be made (V(present)) or gone (V(absent)).
     type: str
@@ -197,19 +204,26 @@ def read_definitions(definitions):
     return definitions, None
 
 
-def definition_errors(definitions, namespace):
-    """What is wrong with the pods to create, in words (empty when nothing)."""
+# Each kind the batch handles: its apiVersion and its path under the API.
+KINDS = {"Pod": ("v1", ("api", "v1"), "pods"),
+         "ResourceClaimTemplate": ("resource.k8s.io/v1", ("apis", "resource.k8s.io", "v1"), "resourceclaimtemplates")}
+
+
+def definition_errors(definitions, namespace, kind="Pod"):
+    """What is wrong with the objects to create, in words (empty when nothing)."""
+    api_version = KINDS[kind][0]
     errors = []
     seen = set()
     for index, pod in enumerate(definitions):
         metadata = pod.get("metadata") if isinstance(pod.get("metadata"), dict) else {}
         name = metadata.get("name")
-        if pod.get("kind", "Pod") != "Pod" or pod.get("apiVersion", "v1") != "v1":
-            errors.append("definitions[%d] is %s %s, not a v1 Pod" % (index, pod.get("apiVersion"), pod.get("kind")))
+        if pod.get("kind", kind) != kind or pod.get("apiVersion", api_version) != api_version:
+            errors.append("definitions[%d] is %s %s, not a %s %s" % (
+                index, pod.get("apiVersion"), pod.get("kind"), api_version, kind))
         if not isinstance(name, str) or not name:
             errors.append("definitions[%d] has no metadata.name" % index)
         elif name in seen:
-            errors.append("definitions[%d] names pod %s a second time" % (index, name))
+            errors.append("definitions[%d] names %s %s a second time" % (index, kind, name))
         seen.add(name)
         if metadata.get("namespace") not in (None, namespace):
             errors.append("definitions[%d] (%s) is for namespace %s, not %s" % (
@@ -269,7 +283,8 @@ class Batch(Requests):
             return list(pool.map(guarded, items))
 
     def pods(self, name=None):
-        return path_of("api", "v1", "namespaces", self.params["namespace"], "pods", *([name] if name else []))
+        dummy, prefix, plural = KINDS[self.params["kind"]]
+        return path_of(*(prefix + ("namespaces", self.params["namespace"], plural) + ((name,) if name else ())))
 
     def list_pods(self, selector):
         answer, failure, tries = self.call("GET", self.pods(), {"labelSelector": selector} if selector else None)
@@ -291,7 +306,8 @@ def create(batch, definitions, check_mode):
 
     def one(pod):
         name = pod["metadata"]["name"]
-        body = dict(pod, apiVersion="v1", kind="Pod", metadata=dict(pod["metadata"], namespace=namespace))
+        body = dict(pod, apiVersion=KINDS[batch.params["kind"]][0], kind=batch.params["kind"],
+                    metadata=dict(pod["metadata"], namespace=namespace))
         for _attempt in range(2):
             answer, failure, tries = batch.call("POST", batch.pods(), {"dryRun": "All"} if check_mode else None, body)
             if answer is not None:
@@ -312,8 +328,8 @@ def create(batch, definitions, check_mode):
             metadata = found.get("metadata") or {}
             held = "deleted since %s, not gone yet" % metadata["deletionTimestamp"] if metadata.get("deletionTimestamp") \
                 else "with the labels %s" % ", ".join("%s=%s" % item for item in sorted((metadata.get("labels") or {}).items()))
-            return "failed", name, failed(name, failure, tries, why="a pod of that name is there, %s: delete it, or wait "
-                                                                    "until it is gone" % held)
+            return "failed", name, failed(name, failure, tries, why="a %s of that name is there, %s: delete it, or wait "
+                                                                    "until it is gone" % (batch.params["kind"], held))
         batch.stop.set()
         return "failed", name, failed(name, failure, tries)
 
@@ -389,6 +405,7 @@ def main():
         argument_spec=dict(
             AUTH_ARGUMENT_SPEC,
             namespace=dict(type="str", required=True),
+            kind=dict(type="str", choices=sorted(KINDS), default="Pod"),
             state=dict(type="str", choices=["present", "absent"], default="present"),
             definitions=dict(type="raw", default=[]),
             names=dict(type="list", elements="str"),
@@ -415,7 +432,7 @@ def main():
     if wrong:
         module.fail_json(msg="pods_batch: %s" % wrong, **result)
     if params["state"] == "present":
-        errors = definition_errors(definitions, params["namespace"])
+        errors = definition_errors(definitions, params["namespace"], params["kind"])
         if params["names"] is not None or params["label_selectors"] or params["wait"]:
             errors.append("names, label_selectors and wait go with state=absent")
     else:
@@ -450,8 +467,8 @@ def main():
     result["requests"] = batch.requests
     if result["failures"]:
         done = result["created"] + result["found"] + result["deleted"]
-        module.fail_json(msg="pods_batch: %d request(s) to %s pods in %s failed: %s. %s%s" % (
-            len(result["failures"]), verb, params["namespace"], failure_words(result["failures"], verb),
+        module.fail_json(msg="pods_batch: %d request(s) to %s %ss in %s failed: %s. %s%s" % (
+            len(result["failures"]), verb, params["kind"], params["namespace"], failure_words(result["failures"], verb),
             ("Done before and kept: %s." % ", ".join(done)) if done else "Nothing was done.",
             (" Not tried after that: %d pod(s)." % len(result["not_tried"])) if result["not_tried"] else ""), **result)
     if result["left"]:

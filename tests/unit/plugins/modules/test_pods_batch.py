@@ -14,7 +14,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils import k8s_client
 from ansible_collections.gpufleet.nvidia.plugins.modules import pods_batch as pb
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module
 
-PARAMS = {"namespace": "smoke", "request_timeout": 30, "retries": 4, "delay": 2.0, "parallel": 4}
+PARAMS = {"namespace": "smoke", "kind": "Pod", "request_timeout": 30, "retries": 4, "delay": 2.0, "parallel": 4}
 
 
 def api_error(status, reason, message="", retry_after=None):
@@ -48,12 +48,17 @@ def pod(name, labels=None, namespace=None):
 def test_definitions_are_checked_before_any_request():
     assert pb.definition_errors([pod("a"), pod("a"), {"kind": "Pod"}, pod("b", namespace="other"),
                                  {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"}}], "smoke") == [
-        "definitions[1] names pod a a second time",
+        "definitions[1] names Pod a a second time",
         "definitions[2] has no metadata.name",
         "definitions[3] (b) is for namespace other, not smoke",
         "definitions[4] is apps/v1 Deployment, not a v1 Pod",
     ]
     assert pb.definition_errors([pod("a", namespace="smoke"), pod("b")], "smoke") == []
+    # The claim templates of the nodes on the DRA path: resource.k8s.io/v1, and only those.
+    template = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "t"}}
+    assert pb.definition_errors([template], "smoke", "ResourceClaimTemplate") == []
+    assert pb.definition_errors([pod("a")], "smoke", "ResourceClaimTemplate") == [
+        "definitions[0] is v1 Pod, not a resource.k8s.io/v1 ResourceClaimTemplate"]
 
 
 def test_server_errors_and_no_answer_are_tried_again_until_one_passes(monkeypatch):
@@ -118,7 +123,7 @@ def test_a_pod_made_by_an_earlier_try_is_kept_and_another_owners_pod_is_named(mo
     outcome = pb.create(pb.Batch(PARAMS, api), [pod("a")], False)
     assert outcome["created"] == [] and outcome["found"] == []
     assert outcome["failures"][0]["name"] == "a" and outcome["failures"][0]["status"] == 409
-    assert "a pod of that name is there, with the labels run=0" in pb.failure_words(outcome["failures"], "create")
+    assert "a Pod of that name is there, with the labels run=0" in pb.failure_words(outcome["failures"], "create")
 
     # Deleted between the 409 and the read: created again. Being deleted: named with since when.
     api = Api([conflict, {}])
@@ -150,6 +155,26 @@ def test_creates_are_dry_runs_in_check_mode_and_go_to_the_module_namespace():
     for args, _kwargs in api.create.calls:
         assert args[:3] == ("POST", "/api/v1/namespaces/smoke/pods", {"dryRun": "All"})
         assert args[3]["metadata"]["namespace"] == "smoke"
+
+
+def test_claim_templates_go_to_their_own_api_group_and_are_deleted_by_label_in_one_request():
+    params = dict(PARAMS, kind="ResourceClaimTemplate")
+    api = Api([{}])
+    template = {"metadata": {"name": "gpufleet-smoke-dra-a", "labels": {"run": "1"}}, "spec": {"spec": {}}}
+    assert pb.create(pb.Batch(params, api), [template], False)["created"] == ["gpufleet-smoke-dra-a"]
+    (args, _kwargs), = api.create.calls
+    assert args[:3] == ("POST", "/apis/resource.k8s.io/v1/namespaces/smoke/resourceclaimtemplates", None)
+    assert (args[3]["apiVersion"], args[3]["kind"]) == ("resource.k8s.io/v1", "ResourceClaimTemplate")
+
+    requests = []
+
+    def lister(method, path, query, body, timeout):
+        requests.append((method, path, query))
+        return {"items": [template]}
+
+    assert pb.delete(pb.Batch(params, lister), None, "run=1", False)["deleted"] == ["gpufleet-smoke-dra-a"]
+    assert requests == [("GET", "/apis/resource.k8s.io/v1/namespaces/smoke/resourceclaimtemplates", {"labelSelector": "run=1"}),
+                        ("DELETE", "/apis/resource.k8s.io/v1/namespaces/smoke/resourceclaimtemplates", {"labelSelector": "run=1"})]
 
 
 def test_deleting_by_label_is_one_list_and_one_deletecollection_and_by_name_one_delete_a_pod_found():
