@@ -139,8 +139,10 @@ def test_device_plugin_manifests_do_what_the_role_promises(case):
     terms = (spec.get("affinity") or {}).get("nodeAffinity", {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution", {}).get("nodeSelectorTerms")
     assert terms == ([{"matchExpressions": [{"key": label, "operator": "NotIn", "values": ["true"]}]}] if label else None)
+    # The health gating's taint is tolerated by default: a gated node keeps its plugin.
     assert spec["tolerations"] == overrides.get("gpu_device_plugin_tolerations", [
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}])
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "gpufleet.nvidia.com/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"}])
     assert spec.get("priorityClassName", "") == overrides.get("gpu_device_plugin_priority_class",
                                                               "system-node-critical")
     assert spec.get("runtimeClassName", "") == overrides.get("gpu_device_plugin_pod_runtime_class", "nvidia")
@@ -487,6 +489,10 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     assert ("Namespace" in kinds) is overrides.get("gpu_dra_driver_create_namespace", True)
     # Only the nodes the role labels; the chart's own node affinity is not there to widen it.
     assert spec["nodeSelector"] == {label: "true"} and "affinity" not in spec
+    # A node the health gating tainted keeps its kubelet plugin (unless the tolerations are the user's own).
+    assert spec["tolerations"] == overrides.get("gpu_dra_driver_tolerations", [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        {"key": "gpufleet.nvidia.com/gpu-unhealthy", "operator": "Exists", "effect": "NoSchedule"}])
     (plugin,) = spec["containers"]
     env = dict((e["name"], e.get("value", e.get("valueFrom"))) for e in plugin["env"])
     # gpu-kubelet-plugin's required flags, and where it finds the driver.

@@ -128,10 +128,13 @@ def test_site_tells_the_device_plugin_how_the_toolkit_left_the_runtime(settings,
 
 def test_site_keeps_the_cluster_results_for_the_report_also_when_the_part_fails():
     part = task(CLUSTER, "Deploy the device plugin and test every GPU node, keeping the results")
-    assert [t["name"] for t in part["block"]] == ["Deploy the device plugin", "Run nvidia-smi on every GPU node"]
+    # The DRA driver first (its labels keep the device plugin off the DRA nodes); a failed DRA check is kept too.
+    assert [t["name"] for t in part["block"]] == ["Deploy NVIDIA's DRA driver on the DRA nodes", "Deploy the device plugin",
+                                                  "Run nvidia-smi on every GPU node"]
     keep = task(CLUSTER, "Keep each GPU host's device plugin check and smoke verdict for the fleet report")
     assert keep in part["always"]
-    assert (keep["delegate_to"], keep["run_once"], sorted(keep["tags"])) == ("localhost", True, ["device_plugin", "smoke_test"])
+    assert (keep["delegate_to"], keep["run_once"], sorted(keep["tags"])) == (
+        "localhost", True, ["device_plugin", "dra", "smoke_test"])
     path = CLUSTER["vars"]["__gpufleet_cluster_results"]
     assert rendered(CLUSTER, path, gpufleet_report_dir="/srv/reports") == "/srv/reports/cluster-results.json"
     assert rendered(CLUSTER, path, gpufleet_cluster_results="/tmp/r.json") == "/tmp/r.json"
@@ -143,6 +146,9 @@ def test_site_keeps_the_cluster_results_for_the_report_also_when_the_part_fails(
     not_run = [dict(rows[0], ok=None, verdict="not run", detail=[])]
     assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_smoke_test_report=not_run)
     assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_device_plugin_report=[{"host": "gpu-a"}])
+    assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_dra_driver_report=[{"host": "dra-a"}])
+    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports",
+                     gpu_dra_driver_report=[{"host": "dra-a", "excluded": "outside --limit"}])
     assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="reports", gpu_smoke_test_report=rows)
     write = task(CLUSTER, "Write the results file")
     content = rendered(CLUSTER, write["ansible.builtin.copy"]["content"], gpufleet_report_dir="/nonexistent",
@@ -444,3 +450,192 @@ def test_drain_that_went_through_passes_the_check():
                      gpufleet_upgrade_left={"resources": left_pods()[1:]})
     variables.update(check["vars"])
     assert holds(UPGRADE, check["ansible.builtin.assert"]["that"], **variables)
+
+
+# gpu_path.yml, and return_node.yml's wait for a DRA node
+
+PATH_CHECK, PATH_DRIVER, PATH_MOVE = playbook("gpu_path.yml")
+LABEL = "nvidia.com/dra-kubelet-plugin"
+
+
+def path_target(host, **variables):
+    decide = task(PATH_CHECK, "Decide the node's path")["ansible.builtin.set_fact"]["gpufleet_path_target"]
+    return rendered(PATH_CHECK, decide, inventory_hostname=host, groups={"gpu_dra_nodes": ["dra-a"]}, **variables)
+
+
+def test_the_path_comes_from_the_inventory_unless_given():
+    assert path_target("dra-a") == "dra"
+    assert path_target("gpu-a") == "device_plugin"
+    assert path_target("dra-a", gpufleet_gpu_path="device_plugin") == "device_plugin"
+
+
+@pytest.mark.parametrize("target,cdi,words", [
+    ("dra", True, None),
+    ("device_plugin", False, None),
+    ("sideways", True, 'gpufleet_gpu_path of dra-a is "sideways"; give dra or device_plugin'),
+    ("dra", False, "dra-a goes to DRA but its gpu_container_toolkit_cdi is false"),
+])
+def test_a_bad_path_or_a_dra_host_without_cdi_is_refused_before_any_change(target, cdi, words):
+    check = task(PATH_CHECK, "Check the path and what it needs")["ansible.builtin.assert"]
+    variables = dict(inventory_hostname="dra-a", gpufleet_path_target=target, gpu_container_toolkit_cdi=cdi,
+                     gpufleet_path_cdi_needed=True)
+    assert holds(PATH_CHECK, check["that"], **variables) is (words is None)
+    # Where the API host's gpu_dra_driver_require_cdi is false (a runtime with CDI on by default), CDI is not asked.
+    relaxed = dict(variables)
+    relaxed["gpufleet_path_cdi_needed"] = False
+    assert holds(PATH_CHECK, check["that"], **relaxed) is (target != "sideways")
+    if words:
+        message = rendered(PATH_CHECK, check["fail_msg"], **variables)
+        assert message.startswith("No node was changed: ") and words in message
+    # Every check before the first task that changes anything, and the play stops all hosts on one failure.
+    assert PATH_CHECK.get("any_errors_fatal") is True
+    assert not any(uses_the_api(t) and "kubernetes.core.k8s" in t for t in all_tasks(PATH_CHECK["tasks"]))
+
+
+@pytest.mark.parametrize("labels,annotations,current,unfinished", [
+    ({LABEL: "true"}, {}, "dra", ""), ({LABEL: "false"}, {}, "device_plugin", ""), ({}, None, "device_plugin", ""),
+    ({LABEL: "true"}, {"gpufleet.nvidia.com/gpu-path-move": '{"to": "dra", "cordoned": true}'}, "dra",
+     '{"to": "dra", "cordoned": true}'),
+])
+def test_the_label_says_which_path_a_node_is_on_and_the_annotation_a_move_left_unfinished(
+        labels, annotations, current, unfinished):
+    decide = task(PATH_CHECK, "Say which path the node is on now, and whether a move was left unfinished")
+    values = decide["ansible.builtin.set_fact"]
+    variables = dict(gpufleet_path_label=LABEL, __gpufleet_labels=labels, __gpufleet_annotations=annotations or {})
+    assert rendered(PATH_CHECK, values["gpufleet_path_current"], **variables) == current
+    found = rendered(PATH_CHECK, values["gpufleet_path_unfinished"], **variables)
+    # ansible-core before 2.19 makes a dict of JSON text; the tasks that read it take either.
+    assert (found if isinstance(found, dict) else json.loads(found) if found else "") == (
+        json.loads(unfinished) if unfinished else "")
+    node = {"metadata": {"name": "n", "labels": labels, "annotations": annotations}}
+    assert rendered(PATH_CHECK, decide["vars"]["__gpufleet_labels"], gpufleet_path_read={"resources": [node]}) == labels
+    assert rendered(PATH_CHECK, decide["vars"]["__gpufleet_annotations"],
+                    gpufleet_path_read={"resources": [node]}) == (annotations or {})
+
+
+def test_the_plan_says_which_nodes_move_and_the_driver_runs_only_for_a_move_to_dra():
+    hosts = {"a": ("dra", "device_plugin", ""), "b": ("dra", "dra", ""), "c": ("device_plugin", "dra", ""),
+             "d": ("device_plugin", "device_plugin", ""), "e": ("dra", "dra", '{"to": "dra", "cordoned": true}')}
+    hostvars = dict((host, {"gpufleet_path_target": t, "gpufleet_path_current": c, "gpufleet_path_unfinished": u})
+                    for host, (t, c, u) in hosts.items())
+    plan_task = task(PATH_CHECK, "Plan the moves")
+    plan = rendered(PATH_CHECK, plan_task["ansible.builtin.set_fact"]["gpufleet_path_plan"],
+                    ansible_play_hosts=sorted(hosts), hostvars=hostvars)
+    # An unfinished move (e) is moved again, not counted among the nodes on the DRA path.
+    assert plan == {"to_dra": ["a", "e"], "back": ["c"], "on_dra": ["b"]}
+    assert (plan_task["delegate_facts"], plan_task["run_once"]) == (True, True)
+    driver = task(PATH_DRIVER, "Run gpu_dra_driver for the hosts already on the DRA path")
+    assert rendered(PATH_DRIVER, driver["vars"]["gpu_dra_driver_hosts"], gpufleet_path_plan=plan) == ["b"]
+    assert holds(PATH_DRIVER, driver["when"], gpufleet_path_plan=plan)
+    assert not holds(PATH_DRIVER, driver["when"], gpufleet_path_plan=dict(plan, to_dra=[]))
+
+
+def pod_on_node(name, owner=None, limits=None, claims=None, phase="Running", mirror=False):
+    metadata = {"name": name, "namespace": "ns"}
+    if owner:
+        metadata["ownerReferences"] = [{"kind": owner, "name": "x"}]
+    if mirror:
+        metadata["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    spec = {"containers": [{"name": "c", "resources": {"limits": limits} if limits else {}}]}
+    if claims:
+        spec["resourceClaims"] = claims
+    return {"metadata": metadata, "spec": spec, "status": {"phase": phase}}
+
+
+def test_a_pod_the_drain_keeps_that_holds_gpus_stops_the_move():
+    check = task(PATH_MOVE, "Refuse to move GPUs a pod still holds")
+    pods = [pod_on_node("plugin", "DaemonSet"), pod_on_node("done", "DaemonSet", {"nvidia.com/gpu": 1}, phase="Succeeded"),
+            pod_on_node("web", "ReplicaSet", {"nvidia.com/gpu": 1}),
+            pod_on_node("dcgm", "DaemonSet", {"nvidia.com/gpu": 1}),
+            pod_on_node("mig", None, {"nvidia.com/mig-1g.10gb": 1}, mirror=True),
+            pod_on_node("claims", "DaemonSet", claims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]),
+            pod_on_node("nic", "DaemonSet", {"nvidia.com/rdma_shared_device_a": 1})]
+    holders = rendered(PATH_MOVE, check["vars"]["__gpufleet_holders"], gpufleet_path_pods={"resources": pods})
+    # A ReplicaSet's pod is the drain's to evict (in check mode it is still there): not counted.
+    assert holders == ["ns/dcgm", "ns/mig", "ns/claims"]
+    assert not holds(PATH_MOVE, check["ansible.builtin.assert"]["that"], __gpufleet_holders=holders)
+    assert holds(PATH_MOVE, check["ansible.builtin.assert"]["that"], __gpufleet_holders=[])
+
+
+@pytest.mark.parametrize("target,label", [("dra", "true"), ("device_plugin", None)])
+def test_the_move_sets_or_removes_the_label(target, label):
+    patch = task(PATH_MOVE, "Label the node for the path it goes to")["kubernetes.core.k8s"]["definition"]
+    labels = rendered(PATH_MOVE, patch["metadata"]["labels"], gpufleet_path_target=target, gpufleet_path_label=LABEL)
+    # A merge patch: null removes the label.
+    assert labels == {LABEL: label}
+    # The annotation says the move is under way, and whether this run cordoned the node.
+    note = rendered(PATH_MOVE, patch["metadata"]["annotations"]["gpufleet.nvidia.com/gpu-path-move"],
+                    gpufleet_path_target=target, gpufleet_upgrade_cordoned=True)
+    assert json.loads(note) == {"to": target, "cordoned": True}
+    done = task(PATH_MOVE, "Say the move is done")["kubernetes.core.k8s"]["definition"]
+    assert done["metadata"]["annotations"] == {"gpufleet.nvidia.com/gpu-path-move": None}
+    takeover = task(PATH_MOVE, "Take over the cordon of the move left unfinished")
+    assert holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished=note)
+    assert holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished={"to": "dra", "cordoned": True})
+    assert not holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished="")
+    assert not holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished='{"to": "dra", "cordoned": false}')
+
+
+@pytest.mark.parametrize("allocatable,gone", [
+    ({"cpu": "8", "nvidia.com/gpu": "0"}, True), ({"cpu": "8"}, True), ({"nvidia.com/gpu": "1"}, False),
+    ({"nvidia.com/gpu": "0", "nvidia.com/mig-1g.10gb": "7"}, False),
+])
+def test_a_node_moving_to_dra_waits_until_the_device_plugin_offers_nothing(allocatable, gone):
+    wait = task(PATH_MOVE, "Wait until the device plugin offers none of the node's GPUs")
+    read = {"resources": [{"metadata": {"name": "dra-a"}, "status": {"allocatable": allocatable}}]}
+    assert holds(PATH_MOVE, wait["until"], gpufleet_path_left=read) is gone
+
+
+def test_a_node_moving_back_waits_until_its_slices_are_gone():
+    wait = task(PATH_MOVE, "Wait until the node publishes no ResourceSlice of the DRA driver")
+    assert wait["gpufleet.nvidia.api_list"]["field_selectors"][1] == "spec.nodeName={{ gpufleet_upgrade_node }}"
+    assert holds(PATH_MOVE, wait["until"], gpufleet_path_unpublished={"resources": []})
+    assert not holds(PATH_MOVE, wait["until"], gpufleet_path_unpublished={"resources": [{"metadata": {"name": "s"}}]})
+    assert not holds(PATH_MOVE, wait["until"], gpufleet_path_unpublished={"failed": True, "msg": "no answer"})
+
+
+def dra_facts():
+    from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter.test_dra import H100, published
+    return H100, published
+
+
+@pytest.mark.parametrize("path,groups,labels,dra", [
+    (None, {"gpu_dra_nodes": ["dra-a"]}, None, True), (None, {}, None, False),
+    ("device_plugin", {"gpu_dra_nodes": ["dra-a"]}, None, False), ("dra", {}, None, True),
+    # The Node as the drain read it says more than the inventory.
+    (None, {"gpu_dra_nodes": ["dra-a"]}, {}, False), (None, {}, {LABEL: "true"}, True),
+])
+def test_a_node_given_back_waits_for_the_path_it_is_on(path, groups, labels, dra):
+    decide = task(UPGRADE, "Say which path gives the node its GPUs")
+    variables = dict(inventory_hostname="dra-a", groups=groups, **({"gpufleet_rolling_path": path} if path else {}))
+    if labels is not None:
+        variables["gpufleet_upgrade_before"] = {"resources": [{"metadata": {"name": "dra-a", "labels": labels}}]}
+    variables["__gpufleet_dra_label"] = LABEL
+    decide = decide["ansible.builtin.set_fact"]["gpufleet_rolling_on_dra"]
+    on_dra = rendered(UPGRADE, decide, **variables)
+    assert on_dra in (True, False, "True", "False") and str(on_dra) == str(dra)
+    device_plugin_wait = task(UPGRADE, "Wait for the device plugin to advertise the node's GPUs again")
+    slices_wait = task(UPGRADE, "Wait for the DRA kubelet plugin to publish the node's GPUs again")
+    assert holds(UPGRADE, device_plugin_wait["when"], gpufleet_rolling_on_dra=on_dra, ansible_check_mode=False) is not dra
+    assert holds(UPGRADE, slices_wait["when"], gpufleet_rolling_on_dra=on_dra, ansible_check_mode=False) is dra
+
+
+def test_a_dra_node_given_back_waits_for_slices_that_match_its_facts():
+    facts, published = dra_facts()
+    wait = task(UPGRADE, "Wait for the DRA kubelet plugin to publish the node's GPUs again")
+    fail = task(UPGRADE, "Fail when the node does not publish what its hardware has")
+    variables = dict(inventory_hostname="dra-a", gpufleet_upgrade_node="dra-a", ansible_facts={"nvidia": facts})
+    slices = [published(facts, "dra-a")]
+    assert holds(UPGRADE, wait["until"], gpufleet_upgrade_published={"resources": slices}, **variables)
+    # Another node's slice, or one GPU short, is not this node publishing its GPUs.
+    assert not holds(UPGRADE, wait["until"], gpufleet_upgrade_published={"resources": [published(facts, "dra-b")]},
+                     **variables)
+    short = published(facts, "dra-a")
+    short["spec"]["devices"] = short["spec"]["devices"][1:]
+    assert not holds(UPGRADE, wait["until"], gpufleet_upgrade_published={"resources": [short]}, **variables)
+    variables["gpufleet_upgrade_published"] = {"resources": [short], "failed": True}
+    published_row = rendered(UPGRADE, fail["vars"]["__gpufleet_published"], **variables)
+    assert holds(UPGRADE, fail["when"], gpufleet_rolling_on_dra=True, ansible_check_mode=False, **variables)
+    message = rendered(UPGRADE, fail["ansible.builtin.fail"]["msg"], gpufleet_ready_timeout=60,
+                       __gpufleet_published=published_row, **variables)
+    assert message.startswith("dra-a does not publish its GPUs through DRA after 60 s: does not publish GPU GPU-")
