@@ -470,10 +470,12 @@ def main():
         module.fail_json(msg="pods_batch: %d request(s) to %s %ss in %s failed: %s. %s%s" % (
             len(result["failures"]), verb, params["kind"], params["namespace"], failure_words(result["failures"], verb),
             ("Done before and kept: %s." % ", ".join(done)) if done else "Nothing was done.",
-            (" Not tried after that: %d pod(s)." % len(result["not_tried"])) if result["not_tried"] else ""), **result)
+            (" Not tried after that: %d %s(s)." % (len(result["not_tried"]), params["kind"])) if result["not_tried"] else ""),
+            **result)
     if result["left"]:
-        module.fail_json(msg="pods_batch: %d deleted pod(s) still in %s after %s s: %s" % (
-            len(result["left"]), params["namespace"], params["wait_timeout"], ", ".join(result["left"])), **result)
+        module.fail_json(msg="pods_batch: %d deleted %s(s) still in %s after %s s: %s" % (
+            len(result["left"]), params["kind"], params["namespace"], params["wait_timeout"], ", ".join(result["left"])),
+            **result)
     module.exit_json(**result)
 
 

@@ -26,15 +26,17 @@ def playbook(name):
     return load_yaml(LOADER, os.path.join(COLLECTION, "playbooks", name))
 
 
-def all_tasks(tasks):
-    """Every task in order, blocks and rescues flattened, the task files a play imports read in."""
+def all_tasks(tasks, base=os.path.join(COLLECTION, "playbooks")):
+    """Every task in order, blocks and rescues flattened, the task files a play imports read in (a task file's own
+    imports relative to it)."""
     for task in tasks:
         yield task
         for part in ("block", "rescue", "always"):
-            yield from all_tasks(task.get(part) or [])
+            yield from all_tasks(task.get(part) or [], base)
         imported = task.get("ansible.builtin.import_tasks")
         if imported:
-            yield from all_tasks(load_yaml(LOADER, os.path.join(COLLECTION, "playbooks", imported)) or [])
+            path = os.path.join(base, imported)
+            yield from all_tasks(load_yaml(LOADER, path) or [], os.path.dirname(path))
 
 
 def task(play, name):
@@ -372,6 +374,20 @@ def test_stopped_rollout_says_truthfully_whose_cordon_it_is(facts, words, hint):
     assert "budget.. " not in message and "budget. Nodes after it were not touched" in message
 
 
+def test_a_stopped_move_says_the_next_run_finishes_it():
+    stop = task(PATH_MOVE, "Stop the rollout, leaving the node as it is")
+    variables = dict(NODE, ansible_failed_task={"name": "Drain the node"}, ansible_failed_result={"msg": PDB_REFUSED},
+                     gpufleet_upgrade_was_cordoned=False, gpufleet_upgrade_cordoned=True)
+    variables.update(stop.get("vars") or {})
+    variables.update(gpufleet_rolling_resumes=True)
+    message = " ".join(rendered(PATH_MOVE, stop["ansible.builtin.fail"]["msg"], **variables).split())
+    # The annotation lets the next run uncordon the node it cordoned: no uncordon by hand, which would let work in.
+    assert "kubectl uncordon" not in message
+    assert message.endswith("Fix the node and run the playbook again: it finishes the move, uncordon included.")
+    rescue = [t for t in PATH_MOVE["tasks"] if "rescue" in t][0]["rescue"][0]
+    assert rescue["vars"] == {"gpufleet_rolling_resumes": True}
+
+
 def test_stopped_rollout_without_a_module_message_says_how_many_attempts():
     stop = task(UPGRADE, "Stop the rollout, leaving the node as it is")
     variables = dict(NODE, ansible_failed_task={"name": "Wait for the device plugin to advertise the node's GPUs again"},
@@ -561,19 +577,39 @@ def test_a_pod_the_drain_keeps_that_holds_gpus_stops_the_move():
 def test_the_move_sets_or_removes_the_label(target, label):
     patch = task(PATH_MOVE, "Label the node for the path it goes to")["kubernetes.core.k8s"]["definition"]
     labels = rendered(PATH_MOVE, patch["metadata"]["labels"], gpufleet_path_target=target, gpufleet_path_label=LABEL)
-    # A merge patch: null removes the label.
-    assert labels == {LABEL: label}
-    # The annotation says the move is under way, and whether this run cordoned the node.
-    note = rendered(PATH_MOVE, patch["metadata"]["annotations"]["gpufleet.nvidia.com/gpu-path-move"],
-                    gpufleet_path_target=target, gpufleet_upgrade_cordoned=True)
-    assert json.loads(note) == {"to": target, "cordoned": True}
+    # A merge patch: null removes the label; the label patch leaves the annotation alone.
+    assert patch["metadata"] == {"labels": patch["metadata"]["labels"]} and labels == {LABEL: label}
     done = task(PATH_MOVE, "Say the move is done")["kubernetes.core.k8s"]["definition"]
     assert done["metadata"]["annotations"] == {"gpufleet.nvidia.com/gpu-path-move": None}
-    takeover = task(PATH_MOVE, "Take over the cordon of the move left unfinished")
-    assert holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished=note)
-    assert holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished={"to": "dra", "cordoned": True})
-    assert not holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished="")
-    assert not holds(PATH_MOVE, takeover["when"], gpufleet_path_unfinished='{"to": "dra", "cordoned": false}')
+
+
+def unschedulable(flag):
+    return {"resources": [{"metadata": {"name": "dra-a"}, "spec": {"unschedulable": True} if flag else {}}]}
+
+
+@pytest.mark.parametrize("unfinished,was_cordoned,cordons", [
+    # A fresh move cordons (and so uncordons) only a node that was schedulable.
+    ("", False, True), ("", True, False),
+    # A move left unfinished keeps the answer of the run that began it, whatever the node is now.
+    ('{"to": "dra", "cordoned": true}', True, True), ({"to": "dra", "cordoned": True}, True, True),
+    ('{"to": "dra", "cordoned": false}', True, False), ('{"to": "dra", "cordoned": true}', False, True),
+])
+def test_the_annotation_is_written_before_the_cordon_and_says_whose_cordon_it_is(unfinished, was_cordoned, cordons):
+    names = [t.get("name") for t in all_tasks(PATH_MOVE["tasks"])]
+    # A run stopped between the cordon and the label leaves the annotation, so the next one uncordons.
+    assert names.index("Say a move is under way") < names.index("Cordon the node") < names.index(
+        "Label the node for the path it goes to")
+    decide = task(PATH_MOVE, "Say whether the move cordons the node")["ansible.builtin.set_fact"]["gpufleet_path_cordons"]
+    found = rendered(PATH_MOVE, decide, gpufleet_path_unfinished=unfinished, gpufleet_path_before=unschedulable(was_cordoned))
+    assert str(found) == str(cordons)
+    note = task(PATH_MOVE, "Say a move is under way")["kubernetes.core.k8s"]["definition"]["metadata"]["annotations"]
+    written = rendered(PATH_MOVE, note["gpufleet.nvidia.com/gpu-path-move"], gpufleet_path_target="dra",
+                       gpufleet_path_cordons=found)
+    assert (written if isinstance(written, dict) else json.loads(written)) == {"to": "dra", "cordoned": cordons}
+    after = task(PATH_MOVE, "Say the move uncordons the node it cordoned")["ansible.builtin.set_fact"]
+    assert str(rendered(PATH_MOVE, after["gpufleet_upgrade_cordoned"], gpufleet_path_cordons=found)) == str(cordons)
+    assert names.index("Cordon the node") < names.index("Say the move uncordons the node it cordoned") < names.index(
+        "Uncordon the node this run cordoned")
 
 
 @pytest.mark.parametrize("allocatable,gone", [
@@ -610,7 +646,7 @@ def test_a_node_given_back_waits_for_the_path_it_is_on(path, groups, labels, dra
     variables = dict(inventory_hostname="dra-a", groups=groups, **({"gpufleet_rolling_path": path} if path else {}))
     if labels is not None:
         variables["gpufleet_upgrade_before"] = {"resources": [{"metadata": {"name": "dra-a", "labels": labels}}]}
-    variables["__gpufleet_dra_label"] = LABEL
+    variables["gpufleet_rolling_dra_label"] = LABEL
     decide = decide["ansible.builtin.set_fact"]["gpufleet_rolling_on_dra"]
     on_dra = rendered(UPGRADE, decide, **variables)
     assert on_dra in (True, False, "True", "False") and str(on_dra) == str(dra)
@@ -618,6 +654,53 @@ def test_a_node_given_back_waits_for_the_path_it_is_on(path, groups, labels, dra
     slices_wait = task(UPGRADE, "Wait for the DRA kubelet plugin to publish the node's GPUs again")
     assert holds(UPGRADE, device_plugin_wait["when"], gpufleet_rolling_on_dra=on_dra, ansible_check_mode=False) is not dra
     assert holds(UPGRADE, slices_wait["when"], gpufleet_rolling_on_dra=on_dra, ansible_check_mode=False) is dra
+
+
+def test_the_dra_label_of_a_node_given_back_is_the_api_hosts():
+    decide = task(UPGRADE, "Say which label marks a node on the DRA path")["ansible.builtin.set_fact"]
+    label = decide["gpufleet_rolling_dra_label"]
+    api = {"api": {"gpu_dra_driver_node_label": "example.com/dra"}}
+    # gpu_path.yml's label, else the API host's gpu_dra_driver_node_label (where the role runs), else the host's own.
+    assert rendered(UPGRADE, label, gpufleet_path_label="x/y", gpufleet_upgrade_api="api", hostvars=api) == "x/y"
+    assert rendered(UPGRADE, label, gpufleet_upgrade_api="api", hostvars=api,
+                    gpu_dra_driver_node_label="other/label") == "example.com/dra"
+    assert rendered(UPGRADE, label, gpufleet_upgrade_api="api", hostvars={"api": {}},
+                    gpu_dra_driver_node_label="other/label") == "other/label"
+    assert rendered(UPGRADE, label, gpufleet_upgrade_api="api", hostvars={"api": {}}) == LABEL
+    smoke = task(UPGRADE, "Smoke-test the node before it takes work again")
+    assert smoke["vars"]["gpu_smoke_test_dra_node_label"] == "{{ gpufleet_rolling_dra_label }}"
+
+
+def test_the_path_plays_read_the_api_hosts_settings_one_key_at_a_time():
+    decide = task(PATH_CHECK, "Decide the node's path")["ansible.builtin.set_fact"]
+    api = {"api": {"gpu_dra_driver_node_label": "example.com/dra", "gpu_dra_driver_require_cdi": False,
+                   "gpu_device_plugin_namespace": "gpus"}}
+    variables = dict(gpufleet_kube_api_host="api", hostvars=api)
+    assert rendered(PATH_CHECK, decide["gpufleet_path_label"], **variables) == "example.com/dra"
+    assert str(rendered(PATH_CHECK, decide["gpufleet_path_cdi_needed"], **variables)) == "False"
+    assert rendered(PATH_CHECK, decide["gpufleet_path_device_plugin_namespace"], **variables).strip() == "gpus"
+    assert rendered(PATH_CHECK, decide["gpufleet_path_label"], gpufleet_kube_api_host="api",
+                    hostvars={"api": {}}) == LABEL
+    # The play on the API host refuses an inventory's gpufleet_kube_api_host its hosts could not read.
+    check = task(PATH_DRIVER, "Check this is the API host the other plays use")["ansible.builtin.assert"]
+    assert holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1")
+    assert holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1", gpufleet_kube_api_host="cp-1")
+    going = {"cp-2": {"gpufleet_path_plan": {"to_dra": ["dra-a"], "back": [], "on_dra": []}}}
+    assert not holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1", gpufleet_kube_api_host="cp-2", hostvars=going)
+    # A run that takes no node to DRA does not need this play, wherever it runs.
+    back = {"cp-2": {"gpufleet_path_plan": {"to_dra": [], "back": ["dra-a"], "on_dra": []}}}
+    assert holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1", gpufleet_kube_api_host="cp-2", hostvars=back)
+    message = " ".join(rendered(PATH_DRIVER, check["fail_msg"], inventory_hostname="cp-1",
+                                gpufleet_kube_api_host="cp-2").split())
+    assert message.startswith("No node was changed: ") and "-e gpufleet_kube_api_host=cp-2" in message
+    # The same host as the other plays when none is given: the first of kube_control_plane, else localhost.
+    hosts = PATH_DRIVER["hosts"]
+    assert rendered(PATH_DRIVER, hosts, groups={"kube_control_plane": ["cp-1", "cp-2"]}) == "cp-1"
+    assert rendered(PATH_DRIVER, hosts, groups={}) == "localhost"
+    assert rendered(PATH_CHECK, PATH_CHECK["vars"]["gpufleet_upgrade_api"], groups={}) == "localhost"
+    # The kubernetes.core check comes before the play that runs the DRA driver.
+    assert "Check the controller's kubernetes.core drains without evicting DaemonSet pods" in [
+        t.get("name") for t in all_tasks(PATH_CHECK["tasks"])]
 
 
 def test_a_dra_node_given_back_waits_for_slices_that_match_its_facts():
