@@ -385,7 +385,12 @@ def test_a_stopped_move_says_the_next_run_finishes_it():
     assert "kubectl uncordon" not in message
     assert message.endswith("Fix the node and run the playbook again: it finishes the move, uncordon included.")
     rescue = [t for t in PATH_MOVE["tasks"] if "rescue" in t][0]["rescue"][0]
-    assert rescue["vars"] == {"gpufleet_rolling_resumes": True}
+    assert rescue["vars"]["gpufleet_rolling_resumes"] is True
+    # A resumed move that fails in the drain: the cordon is the move's (the annotation's), not "as it was before".
+    resumed = dict(variables, gpufleet_upgrade_was_cordoned=True, gpufleet_upgrade_cordoned=False, gpufleet_path_cordons=True)
+    resumed["gpufleet_rolling_cordoned"] = rendered(PATH_MOVE, rescue["vars"]["gpufleet_rolling_cordoned"], **resumed)
+    message = " ".join(rendered(PATH_MOVE, stop["ansible.builtin.fail"]["msg"], **resumed).split())
+    assert "which is left cordoned (this run cordoned it)" in message
 
 
 def test_stopped_rollout_without_a_module_message_says_how_many_attempts():
@@ -593,6 +598,8 @@ def unschedulable(flag):
     # A move left unfinished keeps the answer of the run that began it, whatever the node is now.
     ('{"to": "dra", "cordoned": true}', True, True), ({"to": "dra", "cordoned": True}, True, True),
     ('{"to": "dra", "cordoned": false}', True, False), ('{"to": "dra", "cordoned": true}', False, True),
+    # The operator uncordoned it since: this run cordons it, so this run uncordons it.
+    ('{"to": "dra", "cordoned": false}', False, True), ({"to": "dra", "cordoned": False}, False, True),
 ])
 def test_the_annotation_is_written_before_the_cordon_and_says_whose_cordon_it_is(unfinished, was_cordoned, cordons):
     names = [t.get("name") for t in all_tasks(PATH_MOVE["tasks"])]
@@ -667,6 +674,9 @@ def test_the_dra_label_of_a_node_given_back_is_the_api_hosts():
     assert rendered(UPGRADE, label, gpufleet_upgrade_api="api", hostvars={"api": {}},
                     gpu_dra_driver_node_label="other/label") == "other/label"
     assert rendered(UPGRADE, label, gpufleet_upgrade_api="api", hostvars={"api": {}}) == LABEL
+    # upgrade_driver.yml's API host defaults to localhost, site.yml's (where gpu_dra_driver runs) to kube_control_plane's first.
+    assert rendered(UPGRADE, label, gpufleet_upgrade_api="localhost", groups={"kube_control_plane": ["cp-1"]},
+                    hostvars={"localhost": {}, "cp-1": {"gpu_dra_driver_node_label": "example.com/dra"}}) == "example.com/dra"
     smoke = task(UPGRADE, "Smoke-test the node before it takes work again")
     assert smoke["vars"]["gpu_smoke_test_dra_node_label"] == "{{ gpufleet_rolling_dra_label }}"
 
@@ -681,22 +691,17 @@ def test_the_path_plays_read_the_api_hosts_settings_one_key_at_a_time():
     assert rendered(PATH_CHECK, decide["gpufleet_path_device_plugin_namespace"], **variables).strip() == "gpus"
     assert rendered(PATH_CHECK, decide["gpufleet_path_label"], gpufleet_kube_api_host="api",
                     hostvars={"api": {}}) == LABEL
-    # The play on the API host refuses an inventory's gpufleet_kube_api_host its hosts could not read.
-    check = task(PATH_DRIVER, "Check this is the API host the other plays use")["ansible.builtin.assert"]
-    assert holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1")
-    assert holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1", gpufleet_kube_api_host="cp-1")
-    going = {"cp-2": {"gpufleet_path_plan": {"to_dra": ["dra-a"], "back": [], "on_dra": []}}}
-    assert not holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1", gpufleet_kube_api_host="cp-2", hostvars=going)
-    # A run that takes no node to DRA does not need this play, wherever it runs.
-    back = {"cp-2": {"gpufleet_path_plan": {"to_dra": [], "back": ["dra-a"], "on_dra": []}}}
-    assert holds(PATH_DRIVER, check["that"], inventory_hostname="cp-1", gpufleet_kube_api_host="cp-2", hostvars=back)
-    message = " ".join(rendered(PATH_DRIVER, check["fail_msg"], inventory_hostname="cp-1",
-                                gpufleet_kube_api_host="cp-2").split())
-    assert message.startswith("No node was changed: ") and "-e gpufleet_kube_api_host=cp-2" in message
-    # The same host as the other plays when none is given: the first of kube_control_plane, else localhost.
+    # The play on the API host runs where the checks kept their plan (a play's hosts read hostvars, not a host's
+    # inventory variables); without that fact, on the host the other plays would pick.
+    remember = task(PATH_CHECK, "Say which host the next play runs on")
+    assert (remember["delegate_to"], remember["delegate_facts"], remember["run_once"]) == ("localhost", True, True)
+    assert rendered(PATH_CHECK, remember["ansible.builtin.set_fact"]["gpufleet_path_api"],
+                    gpufleet_upgrade_api="cp-2") == "cp-2"
     hosts = PATH_DRIVER["hosts"]
-    assert rendered(PATH_DRIVER, hosts, groups={"kube_control_plane": ["cp-1", "cp-2"]}) == "cp-1"
-    assert rendered(PATH_DRIVER, hosts, groups={}) == "localhost"
+    groups = {"kube_control_plane": ["cp-1", "cp-2"]}
+    assert rendered(PATH_DRIVER, hosts, groups=groups, hostvars={"localhost": {"gpufleet_path_api": "cp-2"}}).strip() == "cp-2"
+    assert rendered(PATH_DRIVER, hosts, groups=groups, hostvars={"localhost": {}}).strip() == "cp-1"
+    assert rendered(PATH_DRIVER, hosts, groups={}, hostvars={"localhost": {}}).strip() == "localhost"
     assert rendered(PATH_CHECK, PATH_CHECK["vars"]["gpufleet_upgrade_api"], groups={}) == "localhost"
     # The kubernetes.core check comes before the play that runs the DRA driver.
     assert "Check the controller's kubernetes.core drains without evicting DaemonSet pods" in [
