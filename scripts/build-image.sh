@@ -39,7 +39,10 @@ trap 'rm -rf "$workdir"' EXIT
 # tests/image/README.md: the zip-import bytecode cache, a test-image speed-up only.
 # The hooks' $1 (the root file system) is mmdebstrap's to expand, not this script's.
 # shellcheck disable=SC2016
-mmdebstrap --quiet --variant=minbase --include="$packages" "${aptopts[@]}" \
+# The package lists mmdebstrap fetched stay in the image (--skip=cleanup/apt/lists): the scenarios'
+# prepare steps update them only when they are older than a day (cache_valid_time), instead of each
+# container fetching the same lists again at every run.
+mmdebstrap --quiet --variant=minbase --include="$packages" "${aptopts[@]}" --skip=cleanup/apt/lists \
     --customize-hook='mkdir -p "$1/var/cache/gpufleet-test-bytecode"' \
     --customize-hook='copy-in tests/image/gpufleet_test_bytecode.py /usr/lib/python3/dist-packages' \
     --customize-hook='echo "import gpufleet_test_bytecode" > "$1/usr/lib/python3/dist-packages/gpufleet_test_bytecode.pth"' \
