@@ -387,7 +387,8 @@ def test_a_stopped_move_says_the_next_run_finishes_it():
     rescue = [t for t in PATH_MOVE["tasks"] if "rescue" in t][0]["rescue"][0]
     assert rescue["vars"]["gpufleet_rolling_resumes"] is True
     # A resumed move that fails in the drain: the cordon is the move's (the annotation's), not "as it was before".
-    resumed = dict(variables, gpufleet_upgrade_was_cordoned=True, gpufleet_upgrade_cordoned=False, gpufleet_path_cordons=True)
+    resumed = dict(variables)
+    resumed.update({"gpufleet_upgrade_was_cordoned": True, "gpufleet_upgrade_cordoned": False, "gpufleet_path_cordons": True})
     resumed["gpufleet_rolling_cordoned"] = rendered(PATH_MOVE, rescue["vars"]["gpufleet_rolling_cordoned"], **resumed)
     message = " ".join(rendered(PATH_MOVE, stop["ansible.builtin.fail"]["msg"], **resumed).split())
     assert "which is left cordoned (this run cordoned it)" in message
