@@ -265,7 +265,7 @@ molecule: venv collections mirrors ssh-key
 # idempotence, check mode on converged hosts). Those judge the roles, not the controller,
 # and run with the newest, as do verify's full re-runs (molecule/resources/tasks/rerun.yml,
 # told by GPUFLEET_TEST_CONTROLLER), the parts of a verify that judge the node's side alone
-# (gpu_driver_fabric's kernel that arrives later) and gpu_cluster's 95 s of refused evictions;
+# (gpu_driver_fabric's kernel that arrives later) and gpu_cluster's 40 s of refused evictions;
 # verify's fast re-runs after a drift run on both.
 molecule-oldest: export PATH := $(OLDEST)/bin:$(PATH)
 molecule-oldest: export GPUFLEET_TEST_CONTROLLER := oldest
