@@ -350,7 +350,10 @@ def test_only_a_node_this_run_cordoned_is_uncordoned(unschedulable, cordon_resul
     was, runs, ours = cordon_run(unschedulable, cordon_result)
     assert (was, runs, ours) == (unschedulable, cordons, uncordons)
     uncordon = task(UPGRADE, "Uncordon the node this run cordoned")
-    assert uncordon["kubernetes.core.k8s_drain"]["state"] == "uncordon"
+    patch = uncordon["kubernetes.core.k8s"]
+    # upgrade_driver.yml removes no annotation with it: an empty object in a merge patch changes none.
+    assert (patch["state"], patch["merge_type"], patch["definition"]["spec"]) == ("patched", "merge", {"unschedulable": False})
+    assert rendered(UPGRADE, patch["definition"]["metadata"]["annotations"]) == {}
     assert holds(UPGRADE, uncordon["when"], gpufleet_upgrade_cordoned=ours) is uncordons
     said = task(UPGRADE, "Say that the node stays cordoned, as it was before this run")
     assert holds(UPGRADE, said["when"], gpufleet_upgrade_cordoned=ours) is not uncordons
@@ -587,6 +590,31 @@ def test_the_move_sets_or_removes_the_label(target, label):
     assert patch["metadata"] == {"labels": patch["metadata"]["labels"]} and labels == {LABEL: label}
     done = task(PATH_MOVE, "Say the move is done")["kubernetes.core.k8s"]["definition"]
     assert done["metadata"]["annotations"] == {"gpufleet.nvidia.com/gpu-path-move": None}
+
+
+def imported_vars(play, name):
+    """The variables an import_tasks task gives the tasks it imports."""
+    found = [t for t in all_tasks(play["tasks"]) if t.get("ansible.builtin.import_tasks") == name]
+    assert len(found) == 1
+    return found[0].get("vars") or {}
+
+
+@pytest.mark.parametrize("cordoned", [True, False])
+def test_the_move_is_said_done_in_the_write_that_uncordons_the_node(cordoned):
+    # A run stopped between an uncordon and a later removal of the annotation would leave a node taking work
+    # whose next run drains it again: one merge patch does both.
+    uncordon = task(PATH_MOVE, "Uncordon the node this run cordoned")
+    patch = uncordon["kubernetes.core.k8s"]["definition"]
+    given = imported_vars(PATH_MOVE, "tasks/return_node.yml")
+    assert patch["spec"] == {"unschedulable": False}
+    assert rendered(PATH_MOVE, patch["metadata"]["annotations"], **given) == {"gpufleet.nvidia.com/gpu-path-move": None}
+    assert holds(PATH_MOVE, uncordon["when"], gpufleet_upgrade_cordoned=cordoned) is cordoned
+    # A node the move found cordoned stays so, and loses the annotation by a write of its own.
+    done = task(PATH_MOVE, "Say the move is done")
+    assert holds(PATH_MOVE, done["when"], gpufleet_upgrade_cordoned=cordoned) is not cordoned
+    names = [t.get("name") for t in all_tasks(PATH_MOVE["tasks"])]
+    assert names.index("Smoke-test the node before it takes work again") < names.index(
+        "Uncordon the node this run cordoned") < names.index("Say the move is done")
 
 
 def unschedulable(flag):
