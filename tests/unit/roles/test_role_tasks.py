@@ -98,3 +98,43 @@ def test_rollback_puts_the_exact_text_back(text):
     item = {"path": "/etc/docker/daemon.json", "content": base64.b64encode(text.encode()).decode()}
     content = Templar(loader=LOADER, variables={"item": item}).template(put["ansible.builtin.copy"]["content"])
     assert content == text
+
+
+def node_read(labels):
+    if labels is None:
+        return {"changed": False, "skipped": True}
+    return {"resources": [{"metadata": {"name": "mig-a", "labels": labels}}]}
+
+
+@pytest.mark.parametrize("groups, labels, label, signs", [
+    ({}, None, "nvidia.com/dra-kubelet-plugin", []),
+    ({"gpu_dra_nodes": ["mig-a"]}, None, "nvidia.com/dra-kubelet-plugin", ["in gpu_dra_nodes"]),
+    ({"gpu_dra_nodes": ["mig-b"]}, {}, "nvidia.com/dra-kubelet-plugin", []),
+    # A node gpu_path.yml moved to DRA before the inventory says so.
+    ({}, {"nvidia.com/dra-kubelet-plugin": "true"}, "nvidia.com/dra-kubelet-plugin",
+     ["its Node labelled nvidia.com/dra-kubelet-plugin=true"]),
+    ({}, {"nvidia.com/dra-kubelet-plugin": "false"}, "nvidia.com/dra-kubelet-plugin", []),
+    ({"gpu_dra_nodes": ["mig-a"]}, {"example.com/dra": "true"}, "example.com/dra",
+     ["in gpu_dra_nodes", "its Node labelled example.com/dra=true"]),
+    ({}, {"nvidia.com/dra-kubelet-plugin": "true"}, "", []),
+    ({}, {"nvidia.com/dra-kubelet-plugin": "true"}, "example.com/dra", []),
+])
+def test_gpu_mig_refuses_a_layout_change_on_the_dra_path(groups, labels, label, signs):
+    task, variables = role_task("gpu_mig", "apply.yml", "Refuse to change the layout of a node on the DRA path")
+    read = role_task("gpu_mig", "apply.yml", "Read the node's Node")[0]
+    variables.update(task["vars"], inventory_hostname="mig-a", groups=groups, gpu_mig_dra_node_label=label,
+                     gpu_mig_node_name="mig-a", __gpu_mig_plan={"changes": ["GPU 0: MIG mode off -> on"]},
+                     __gpu_mig_node=node_read(labels))
+    templar = Templar(loader=LOADER, variables=variables)
+    assert templar.template(task["vars"]["__gpu_mig_dra_signs"]) == signs
+    assert evaluate_conditional(templar, task["ansible.builtin.assert"]["that"]) is (not signs)
+    assert evaluate_conditional(templar, task["when"])
+    assert all(evaluate_conditional(templar, c) for c in read["when"]) is bool(label)
+    if signs:
+        message = templar.template(task["ansible.builtin.assert"]["fail_msg"])
+        assert message.startswith("Nothing was changed: node mig-a is on the DRA path (%s)" % ", ".join(signs))
+        assert "ansible-playbook gpufleet.nvidia.gpu_path --limit mig-a" in message
+    # The refusal comes before any change, the pods' refusal included.
+    names = [t.get("name") for t in load_yaml(LOADER, os.path.join(ROLES, "gpu_mig", "tasks", "apply.yml"))]
+    assert names.index("Read the node's Node") < names.index("Refuse to change the layout of a node on the DRA path") < names.index(
+        "Refuse to change the layout under GPU pods") < names.index("Install the program that applies the layout")
