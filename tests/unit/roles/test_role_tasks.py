@@ -100,41 +100,41 @@ def test_rollback_puts_the_exact_text_back(text):
     assert content == text
 
 
-def node_read(labels):
-    if labels is None:
+def slices_read(names):
+    if names is None:
         return {"changed": False, "skipped": True}
-    return {"resources": [{"metadata": {"name": "mig-a", "labels": labels}}]}
+    published = [{"metadata": {"name": name}, "spec": {"driver": "gpu.nvidia.com"}} for name in names]
+    return {"api_found": True, "resources": published}
 
 
-@pytest.mark.parametrize("groups, labels, label, signs", [
-    ({}, None, "nvidia.com/dra-kubelet-plugin", []),
-    ({"gpu_dra_nodes": ["mig-a"]}, None, "nvidia.com/dra-kubelet-plugin", ["in gpu_dra_nodes"]),
-    ({"gpu_dra_nodes": ["mig-b"]}, {}, "nvidia.com/dra-kubelet-plugin", []),
-    # A node gpu_path.yml moved to DRA before the inventory says so.
-    ({}, {"nvidia.com/dra-kubelet-plugin": "true"}, "nvidia.com/dra-kubelet-plugin",
-     ["its Node labelled nvidia.com/dra-kubelet-plugin=true"]),
-    ({}, {"nvidia.com/dra-kubelet-plugin": "false"}, "nvidia.com/dra-kubelet-plugin", []),
-    ({"gpu_dra_nodes": ["mig-a"]}, {"example.com/dra": "true"}, "example.com/dra",
-     ["in gpu_dra_nodes", "its Node labelled example.com/dra=true"]),
-    ({}, {"nvidia.com/dra-kubelet-plugin": "true"}, "", []),
-    ({}, {"nvidia.com/dra-kubelet-plugin": "true"}, "example.com/dra", []),
+@pytest.mark.parametrize("changes, check_pods, slices, refused", [
+    (["GPU 0: MIG mode off -> on"], True, ["00000-gpu.nvidia.com-dra-a-x7k2p"], True),
+    # Not published (yet): a new DRA host gets its layout before site.yml deploys the DRA driver.
+    (["GPU 0: MIG mode off -> on"], True, [], False),
+    # A cluster without resource.k8s.io/v1: k8s_info finds no API and returns no resources.
+    (["GPU 0: MIG mode off -> on"], True, {"api_found": False, "resources": []}, False),
+    (["GPU 0: MIG mode off -> on"], False, None, False),
+    ([], True, None, False),
 ])
-def test_gpu_mig_refuses_a_layout_change_on_the_dra_path(groups, labels, label, signs):
-    task, variables = role_task("gpu_mig", "apply.yml", "Refuse to change the layout of a node on the DRA path")
-    read = role_task("gpu_mig", "apply.yml", "Read the node's Node")[0]
-    variables.update(task["vars"], inventory_hostname="mig-a", groups=groups, gpu_mig_dra_node_label=label,
-                     gpu_mig_node_name="mig-a", __gpu_mig_plan={"changes": ["GPU 0: MIG mode off -> on"]},
-                     __gpu_mig_node=node_read(labels))
+def test_gpu_mig_refuses_a_layout_change_under_nvidias_dra_driver(changes, check_pods, slices, refused):
+    task, variables = role_task("gpu_mig", "apply.yml", "Refuse to change the layout of a node that publishes its GPUs through DRA")
+    read = role_task("gpu_mig", "apply.yml", "Read what NVIDIA's DRA driver publishes for the node")[0]
+    variables.update(inventory_hostname="dra-a", gpu_mig_node_name="dra-a", gpu_mig_check_pods=check_pods,
+                     __gpu_mig_plan={"changes": changes},
+                     __gpu_mig_dra_slices=slices if isinstance(slices, dict) else slices_read(slices))
     templar = Templar(loader=LOADER, variables=variables)
-    assert templar.template(task["vars"]["__gpu_mig_dra_signs"]) == signs
-    assert evaluate_conditional(templar, task["ansible.builtin.assert"]["that"]) is (not signs)
-    assert evaluate_conditional(templar, task["when"])
-    assert all(evaluate_conditional(templar, c) for c in read["when"]) is bool(label)
-    if signs:
+    reads = all(evaluate_conditional(templar, c) for c in read["when"])
+    assert reads is bool(changes and check_pods)
+    selectors = ["spec.driver=gpu.nvidia.com", "spec.nodeName={{ gpu_mig_node_name }}"]
+    assert read["kubernetes.core.k8s_info"]["field_selectors"] == selectors
+    checked = evaluate_conditional(templar, task["when"])
+    assert (checked and not evaluate_conditional(templar, task["ansible.builtin.assert"]["that"])) is refused
+    if refused:
         message = templar.template(task["ansible.builtin.assert"]["fail_msg"])
-        assert message.startswith("Nothing was changed: node mig-a is on the DRA path (%s)" % ", ".join(signs))
-        assert "ansible-playbook gpufleet.nvidia.gpu_path --limit mig-a" in message
-    # The refusal comes before any change, the pods' refusal included.
+        assert message.startswith("Nothing was changed: node dra-a publishes its GPUs through NVIDIA's DRA driver "
+                                  "(ResourceSlices 00000-gpu.nvidia.com-dra-a-x7k2p)")
+        assert "ansible-playbook gpufleet.nvidia.mig --limit dra-a" in message
+    # Before any change, and before the pods' refusal.
     names = [t.get("name") for t in load_yaml(LOADER, os.path.join(ROLES, "gpu_mig", "tasks", "apply.yml"))]
-    assert names.index("Read the node's Node") < names.index("Refuse to change the layout of a node on the DRA path") < names.index(
+    assert names.index("Read what NVIDIA's DRA driver publishes for the node") < names.index(task["name"]) < names.index(
         "Refuse to change the layout under GPU pods") < names.index("Install the program that applies the layout")

@@ -354,6 +354,12 @@ def test_only_a_node_this_run_cordoned_is_uncordoned(unschedulable, cordon_resul
     # upgrade_driver.yml removes no annotation with it: an empty object in a merge patch changes none.
     assert (patch["state"], patch["merge_type"], patch["definition"]["spec"]) == ("patched", "merge", {"unschedulable": False})
     assert rendered(UPGRADE, patch["definition"]["metadata"]["annotations"]) == {}
+    # A Node deleted since it was Ready: state patched only warns, and the uncordon fails as k8s_drain's did.
+    gone = {"changed": False, "warnings": ["resource 'kind=Node,name=gpu-a' was not found but will not be created as "
+                                           "'state' parameter has been set to 'patched'"]}
+    assert holds(UPGRADE, uncordon["failed_when"], gpufleet_upgrade_uncordon=gone)
+    assert not holds(UPGRADE, uncordon["failed_when"], gpufleet_upgrade_uncordon={"changed": True, "result": {}})
+    assert holds(UPGRADE, uncordon["failed_when"], gpufleet_upgrade_uncordon={"failed": True, "msg": "Forbidden"})
     assert holds(UPGRADE, uncordon["when"], gpufleet_upgrade_cordoned=ours) is uncordons
     said = task(UPGRADE, "Say that the node stays cordoned, as it was before this run")
     assert holds(UPGRADE, said["when"], gpufleet_upgrade_cordoned=ours) is not uncordons
@@ -756,3 +762,33 @@ def test_a_dra_node_given_back_waits_for_slices_that_match_its_facts():
     message = rendered(UPGRADE, fail["ansible.builtin.fail"]["msg"], gpufleet_ready_timeout=60,
                        __gpufleet_published=published_row, **variables)
     assert message.startswith("dra-a does not publish its GPUs through DRA after 60 s: does not publish GPU GPU-")
+
+
+# mig.yml
+
+MIG_CHECK = playbook("mig.yml")[0]
+
+
+@pytest.mark.parametrize("groups, slices, changes, words", [
+    ({"gpu_dra_nodes": ["dra-a"]}, [], ["GPU 0: MIG mode off -> on"], "(in gpu_dra_nodes)"),
+    # Moved to DRA by gpu_path.yml before the inventory says so: what its plugin publishes says it.
+    ({}, ["00000-gpu.nvidia.com-dra-a-x7k2p"], ["GPU 0: MIG mode off -> on"],
+     "(it publishes its GPUs through NVIDIA's DRA driver)"),
+    ({}, [], ["GPU 0: MIG mode off -> on"], None),
+    # Nothing changes: the rollout leaves the node alone, and the others go on.
+    ({"gpu_dra_nodes": ["dra-a"]}, None, [], None),
+])
+def test_mig_refuses_a_node_on_the_dra_path_whose_layout_changes(groups, slices, changes, words):
+    read = task(MIG_CHECK, "Read what NVIDIA's DRA driver publishes for the node")
+    check = task(MIG_CHECK, "Check the node is not on the DRA path with a layout to change")
+    variables = dict(inventory_hostname="dra-a", groups=groups, gpufleet_mig_plan={"changes": changes},
+                     gpufleet_mig_dra_slices={"skipped": True} if slices is None else
+                     {"resources": [{"metadata": {"name": name}} for name in slices]})
+    assert holds(MIG_CHECK, read["when"], **variables) is bool(changes)
+    assert read["kubernetes.core.k8s_info"]["field_selectors"][0] == "spec.driver=gpu.nvidia.com"
+    assert holds(MIG_CHECK, check["ansible.builtin.assert"]["that"], **variables) is (words is None)
+    if words:
+        message = rendered(MIG_CHECK, check["ansible.builtin.assert"]["fail_msg"], **variables)
+        assert message.startswith("No node was changed: dra-a is on the DRA path " + words)
+    names = [t.get("name") for t in MIG_CHECK["tasks"]]
+    assert names.index("Plan the node's MIG layout") < names.index(read["name"]) < names.index(check["name"])
