@@ -74,7 +74,7 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
@@ -247,6 +247,17 @@ units: $(foreach core,$(ANSIBLE_CORES),$(VENVS)/ansible-core-$(core)/.installed)
 		echo "=== ansible-test units, ansible-core $$core$${targets:+, without $(PYTHON_ONLY_UNITS)}"; \
 		PATH=$(VENVS)/ansible-core-$$core/bin:$$PATH ANSIBLE_TEST_WORKDIR=$$core-units scripts/ansible-test.sh units $$targets || exit 1; \
 	done
+
+# The tests' control plane (tests/controlplane): kube-apiserver, kube-controller-manager and
+# kube-scheduler built from the pinned k8s.io/kubernetes module, kwok from its module, etcd from
+# Debian, into .cache/controlplane/bin (Go's caches keep the build for every clone on the machine).
+controlplane-build:
+	tests/controlplane/build.sh
+
+# The control plane's own tests: the launcher's set-up (versions, RBAC, admission, controllers,
+# kwok's Nodes and pods, the fault proxy), driven by kubectl and the kubernetes Python client.
+controlplane: venv controlplane-build
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/controlplane/tests
 
 # The simulated cluster's conformance tests, driven by kubectl and the kubernetes Python client.
 simcluster: venv

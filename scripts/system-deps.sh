@@ -3,10 +3,12 @@
 # archive, when any is missing: podman and runc (systemd containers),
 # mmdebstrap (the Debian images), gnupg and apt-utils (the signed local
 # mirror), shellcheck, chromium and tesseract-ocr (the fleet report's
-# screenshot test, with a font to render it). Needs root, or sudo.
+# screenshot test, with a font to render it), openssl and time (the test control plane's
+# certificates and build times). Needs root, or sudo. The control plane is built with Go 1.26
+# (tests/controlplane/build.sh), which the project's machines carry beside Python.
 set -euo pipefail
 
-packages=(podman runc mmdebstrap apt-utils gnupg shellcheck make git openssh-client chromium fonts-liberation fonts-dejavu-core tesseract-ocr)
+packages=(podman runc mmdebstrap apt-utils gnupg shellcheck make git openssh-client chromium fonts-liberation fonts-dejavu-core tesseract-ocr openssl time)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
