@@ -63,3 +63,9 @@ for stage in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-
     install -m 644 "$kwok_dir/kustomize/stage/$stage.yaml" "$stages/"
 done
 echo "kwok stages:" "$stages"/*.yaml
+
+# kwok's CustomResourceDefinition of Logs: the kubelet log each fake container serves, written per
+# pod by the GPU nodes' stand-in (gpunodes.py) while the control plane runs.
+crds=$(dirname "$out")/crds
+rm -rf "$crds" && mkdir -p "$crds"
+install -m 644 "$kwok_dir/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" "$crds/"

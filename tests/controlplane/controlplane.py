@@ -198,7 +198,7 @@ def component_args(name, bindir, state, ports, settings):
                 f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
                 f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}", "--controllers=*,bootstrapsigner,tokencleaner",
-                f"--node-monitor-grace-period={settings['node_grace']}s",
+                *([f"--node-monitor-grace-period={settings['node_grace']}s"] if settings["node_grace"] else []),
                 *settings.get("controller_manager_args", [])]
     if name == "kube-scheduler":
         return [bindir / "kube-scheduler", *common, f"--secure-port={ports['kube-scheduler']}",
@@ -211,7 +211,12 @@ def component_args(name, bindir, state, ports, settings):
                 "--node-ip=127.0.0.1", "--node-name=localhost", f"--node-port={ports['kwok']}",
                 f"--server-address=127.0.0.1:{ports['kwok']}",
                 f"--tls-cert-file={pki / 'kwok-serving.crt'}", f"--tls-private-key-file={pki / 'kwok-serving.key'}",
-                f"--node-lease-duration-seconds={settings['lease_seconds']}"]
+                f"--node-lease-duration-seconds={settings['lease_seconds']}",
+                # Logs come from the API (objects the GPU nodes' stand-in writes per pod)
+                "--enable-crds=Logs"]
+    if name == "gpunodes":
+        return [settings["gpu_nodes_python"], HERE / "gpunodes.py", f"--cluster={settings['gpu_nodes']}",
+                f"--kubeconfig={state / 'direct' / 'admin.kubeconfig'}", f"--state={state}"]
     if name == "faultproxy":
         return [sys.executable, HERE / "faultproxy.py", f"--listen={ports['faultproxy']}",
                 f"--upstream=https://127.0.0.1:{ports['kube-apiserver']}", f"--pki={pki}",
@@ -226,6 +231,8 @@ def health_url(name, ports):
         return f"https://127.0.0.1:{ports['kwok']}/healthz"
     if name == "faultproxy":  # the API server's, through the proxy
         return f"https://127.0.0.1:{ports['faultproxy']}/readyz"
+    if name == "gpunodes":  # it writes this file once it watches the pods
+        return "file:gpunodes.ready"
     return f"https://127.0.0.1:{ports[name]}/readyz" if name != "kube-controller-manager" \
         else f"https://127.0.0.1:{ports[name]}/healthz"
 
@@ -236,8 +243,10 @@ def client_context(pki):
     return context
 
 
-def probe(url, context):
+def probe(url, context, state=None):
     """True when the endpoint answers 200 (etcd: its JSON says healthy)."""
+    if url.startswith("file:"):
+        return (state / url[5:]).exists()
     try:
         with urllib.request.urlopen(url, context=context if url.startswith("https") else None, timeout=2) as response:
             body = response.read()
@@ -284,7 +293,7 @@ class Supervisor:
             if proc.poll() is not None:
                 raise ControlPlaneError(f"{name} exited with {proc.returncode} before it was ready; "
                                         f"its log: {self.state / 'logs' / (name + '.log')}\n{tail(self.state / 'logs' / (name + '.log'))}")
-            if probe(url, context):
+            if probe(url, context, self.state):
                 return
             time.sleep(0.1)
         raise ControlPlaneError(f"{name} not ready at {url} after {timeout} s; its log: {self.state / 'logs' / (name + '.log')}\n"
@@ -292,7 +301,7 @@ class Supervisor:
 
     def stop_all(self, grace=10):
         self.stopping = True
-        for name in reversed(COMPONENTS):
+        for name in reversed(list(self.procs)):
             proc = self.procs.get(name)
             if proc and proc.poll() is None:
                 proc.terminate()
@@ -301,6 +310,37 @@ class Supervisor:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
+
+
+def install_crds(server, context, folder, timeout):
+    """kwok's CustomResourceDefinitions (copied from its module by build.sh), created from their
+    YAML as the API server reads it, and waited for until served."""
+    files = sorted(folder.glob("*.yaml"))
+    if not files:
+        raise ControlPlaneError(f"kwok's CRDs not found in {folder}: build the control plane first (tests/controlplane/build.sh)")
+    for path in files:
+        request = urllib.request.Request(f"{server}/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                                         data=path.read_bytes(), method="POST",
+                                         headers={"Content-Type": "application/yaml"})
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10):
+                pass
+        except urllib.error.HTTPError as err:
+            if err.code != 409:
+                raise ControlPlaneError(f"creating the CRD of {path.name}: {err.code} {err.read()[:300]!r}") from err
+    deadline = time.monotonic() + timeout
+    while not probe(f"{server}/apis/kwok.x-k8s.io/v1alpha1/logs", context):
+        if time.monotonic() > deadline:
+            raise ControlPlaneError("kwok's CRDs were not served in time")
+        time.sleep(0.1)
+
+
+def populate(settings, state):
+    """The cluster file's Nodes, namespaces and objects (gpunodes.py --populate)."""
+    argv = [str(a) for a in component_args("gpunodes", None, state, {}, settings)] + ["--populate"]
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode:
+        raise ControlPlaneError(f"writing the objects of {settings['gpu_nodes']} failed:\n{result.stdout}{result.stderr}")
 
 
 def wait_default_service_account(server, context, timeout):
@@ -332,6 +372,7 @@ def serve(args):
     etcd_dir = pathlib.Path(args.etcd_dir) if args.etcd_dir else state / "etcd"
     shutil.rmtree(etcd_dir, ignore_errors=True)
     settings = {"etcd_dir": etcd_dir, "node_grace": args.node_grace, "lease_seconds": args.lease_seconds,
+                "gpu_nodes": args.gpu_nodes, "gpu_nodes_python": args.gpu_nodes_python,
                 "apiserver_args": args.apiserver_arg, "controller_manager_args": args.controller_manager_arg}
     pki = state / "pki"
     make_pki(pki, args.user)
@@ -360,8 +401,12 @@ def serve(args):
     started = time.monotonic()
     timings = {}
     try:
-        for name in COMPONENTS:
+        for name in COMPONENTS + (("gpunodes",) if args.gpu_nodes else ()):
             begin = time.monotonic()
+            if name == "gpunodes":
+                populate(settings, state)
+            if name == "kwok":
+                install_crds(direct, context, bindir.parent / "crds", args.ready_timeout)
             sup.start_component(name, ports)
             sup.wait_ready(name, ports, context, args.ready_timeout)
             timings[name] = round(time.monotonic() - begin, 2)
@@ -410,7 +455,7 @@ def start(args):
         if pid_alive(pid):
             raise ControlPlaneError(f"a control plane already runs from {state} (pid {pid}): stop it first")
     if state.exists():
-        for stale in ("failed", "endpoints.json", "pid"):
+        for stale in ("failed", "endpoints.json", "pid", "gpunodes.ready", "gpu-faults.json"):
             (state / stale).unlink(missing_ok=True)
         shutil.rmtree(state / "logs", ignore_errors=True)
     state.mkdir(parents=True, exist_ok=True)
@@ -477,14 +522,18 @@ def parser():
         cmd.add_argument("--ttl", type=float, default=0, help="stop everything after this many seconds")
         cmd.add_argument("--user", action="append", default=[], help="a user to make a kubeconfig for (no RBAC)")
         cmd.add_argument("--etcd-dir", help="etcd's data folder (default STATE/etcd; /dev/shm/... for speed)")
-        cmd.add_argument("--node-grace", type=int, default=40,
-                         help="kube-controller-manager --node-monitor-grace-period, seconds")
+        cmd.add_argument("--node-grace", type=int, default=0,
+                         help="kube-controller-manager --node-monitor-grace-period, seconds (default: its own, 50)")
         cmd.add_argument("--lease-seconds", type=int, default=40, help="kwok's node lease duration")
         cmd.add_argument("--kwok-config", action="append", default=[], help="more kwok Stages or configuration")
         cmd.add_argument("--apiserver-arg", action="append", default=[], help="one more kube-apiserver flag")
         cmd.add_argument("--controller-manager-arg", action="append", default=[],
                          help="one more kube-controller-manager flag")
         cmd.add_argument("--ready-timeout", type=float, default=60, help="seconds each component has to be ready")
+        cmd.add_argument("--gpu-nodes", help="a cluster file: its Nodes, namespaces and objects are written, and "
+                                             "gpunodes.py plays the GPU side of its nodes' kubelets")
+        cmd.add_argument("--gpu-nodes-python", default=sys.executable,
+                         help="the Python of gpunodes.py (with the kubernetes client and PyYAML)")
     stop_cmd = sub.add_parser("stop")
     stop_cmd.add_argument("--state", required=True)
     return top
