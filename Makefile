@@ -1,5 +1,5 @@
 # gpufleet.nvidia: one entry point for the demo, set-up and tests.
-#   make demo   site.yml against two local Debian containers and a simulated cluster, then the fleet report
+#   make demo   site.yml against two local Debian containers and a local control plane, then the fleet report
 #   make test   lint, sanity and unit tests on every supported ansible-core, the built collection,
 #               molecule scenarios on the newest and the oldest ansible-core
 #   make setup  only the set-up: system packages, venv, collections, podman config, images, mirrors
@@ -77,13 +77,13 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 .PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
-	@echo "make demo    converge two local Debian containers and a simulated cluster with site.yml, write the fleet report"
+	@echo "make demo    converge two local Debian containers and a local Kubernetes control plane with site.yml, write the fleet report"
 	@echo "make test    run everything CI runs: lint, sanity and units on ansible-core 2.16-2.21, the built collection, molecule on 2.21 and 2.16"
 	@echo "make setup   system packages, Debian 12/13 images, .venv (Debian 13's Python 3.13), collections, podman config"
 	@echo "make lint | docs | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=gpu_mig]"
 	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | demo-clean"
 
-setup: system venv collections podman images pythons mirrors ssh-key
+setup: system venv collections podman images pythons mirrors ssh-key controlplane-build
 
 system:
 	scripts/system-deps.sh
@@ -196,7 +196,7 @@ demo: setup
 
 demo-clean:
 	podman rm -f --ignore gpufleet-demo-1 gpufleet-demo-2
-	if [ -f demo-output/simcluster/pid ]; then scripts/simcluster stop --state demo-output/simcluster; fi
+	if [ -f demo-output/testcluster/pid ]; then $(VENV)/bin/python tests/controlplane/testcluster.py stop --state demo-output/testcluster; fi
 	rm -rf demo-output
 
 # Every check below, side by side (scripts/test-suite.py: MAKE_TEST_JOBS at once, each with its own

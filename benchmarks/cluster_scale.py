@@ -3,22 +3,21 @@
 """How the cluster part scales: gpu_device_plugin and gpu_smoke_test against 1, 300 and 1,000 GPU nodes, and
 gpu_smoke_test through Dynamic Resource Allocation (DRA) against 1 and 300.
 
-For each size the simulated cluster of tests/simcluster (a STAND-IN for the
-Kubernetes control plane and the kubelets) is started with that many GPU
-Nodes, each an 8-GPU board replaying the H100 80GB HBM3 capture
-(nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt, count: 8),
-labelled nvidia.com/gpu.present=true as gpu_kubelet labels them, plus a
-tainted control-plane node. It serves Kubernetes 1.35.0 (resource.k8s.io/v1
-is served from 1.34, and NVIDIA's DRA driver needs 1.34.2). Then two parts
-are timed, each one ansible-playbook run from the same controller host:
+For each size a test cluster (tests/controlplane/testcluster.py: the real kube-apiserver,
+kube-controller-manager and kube-scheduler with etcd, kwok for the Nodes, and the STAND-IN of the
+nodes' GPU side, gpunodes.py) is started with that many GPU Nodes, each an 8-GPU board replaying
+the H100 80GB HBM3 capture (nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt, count: 8),
+labelled nvidia.com/gpu.present=true as gpu_kubelet labels them, plus a tainted control-plane
+node. It serves the Kubernetes version tests/controlplane builds. Then two parts are timed, each
+one ansible-playbook run from the same controller host:
 
   (a) gpu_device_plugin: preflight, apply, rollout wait, allocatable check;
   (b) gpu_smoke_test: one nvidia-smi -L pod per node, verdicts, clean-up.
 
 Then that cluster is stopped and a fresh one of the same size started, the
-DRA cluster: the same nodes, each with CDI in its simulated runtime
-(`runtime: {cdi: true}`, the simulator's STAND-IN for a containerd or CRI-O
-with CDI enabled, without which a claim's devices never reach a container).
+DRA cluster: the same nodes, each with CDI in its runtime (`runtime: {cdi: true}`,
+the GPU side's STAND-IN for a containerd or CRI-O with CDI enabled, without
+which a claim's devices never reach a container).
 Every GPU host is in the inventory group gpu_dra_nodes with
 gpu_container_toolkit_cdi: true (declared: gpu_container_toolkit is not run,
 no runtime is configured). Two more runs, against it:
@@ -27,7 +26,7 @@ no runtime is configured). Two more runs, against it:
       nodes' label nvidia.com/dra-kubelet-plugin=true found (each Node
       registers with it, as the example inventory's kubelets do through
       gpu_kubelet_node_labels, so nothing is patched), the kubelet
-      plugin's rollout (the simulator's STAND-IN for NVIDIA's plugin publishes
+      plugin's rollout (the GPU side's STAND-IN for NVIDIA's plugin publishes
       each node's ResourceSlice from the node's capture), each node's slice
       compared with its facts. Part (c) needs it; it is not the smoke test;
   (c) gpu_smoke_test through DRA: every node is on the DRA path, so it gets a
@@ -43,9 +42,11 @@ default those of --nodes up to 300 (1 and 300 with the default --nodes). A
 size only one kind of part runs at gets only those parts.
 
 For each part it reports the wall time, the ratio of the largest size to the
-smallest, the API requests (the simulator's /simcluster/v1/stats, reset
-before each part) per node, the CPU seconds of the controller (ansible and
-its module processes) and of the simulator, and the slowest tasks. Aims
+smallest, the API requests the roles made (counted by the test cluster's fault proxy, which
+every client request passes, reset before each part) per node, the CPU seconds of the controller
+(ansible and its module processes), of the control plane (etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler) and of the fake nodes (kwok and the GPU side's
+stand-in), and the slowest tasks. Aims
 (the project's issue): the largest size within 3x the time of one node, and
 a constant number of requests per node (no request path whose count per
 node grows with the number of nodes). A trivial play that reads every GPU
@@ -63,26 +64,17 @@ element of the real RTX A5000 capture
 (telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml) repeated 8 times, with the
 H100 capture's product name, architecture, MIG mode, memory size, driver and
 CUDA versions, distinct minor numbers and PCI addresses, and the UUIDs the
-simulator gives that node's GPUs (simcluster.gpus.node_gpus); the other
+GPU side gives that node's GPUs (simcluster.gpus.node_gpus); the other
 readings (clocks, power, processes) stay the A5000's. The set-up checks that
 every host's facts list exactly the UUIDs of its Node's GPUs, since
 gpu_device_plugin compares allocatable with the facts, gpu_dra_driver each
 node's ResourceSlice, and gpu_smoke_test cross-checks the UUIDs a pod prints
 with them.
 
-The simulator keeps its default timing (tests/simcluster/simcluster/cluster.py
-DEFAULT_TIMING) for every size but one setting, the same for every size and
-printed with the figures: its controller loop runs every 0.25 s instead of
-0.05 s (--tick). One pass walks every node and pod: about 10 ms with 1,000
-idle nodes and 30 to 45 ms with 1,000 nodes and 2,000 pods on this machine
-(it was about 100 ms before the simulator kept its indexes: pods by node and
-namespace, events by object, steady pods and DaemonSets skipped until
-something they read is written). At 0.05 s the loop would still take most of
-one CPU at 1,000 nodes and hold the store lock that every API request waits
-for, so the figures would measure the simulator rather than the roles. The
-later tick delays what the simulated kubelets do by at most 0.25 s. The
-device plugin role and gpu_dra_driver poll with `delay: 5` and the smoke test's wait every 2 s,
-which puts a floor under each wait, also for one node.
+The kwok Nodes renew their Leases as kubelets do (40 s leases): at 1,000 nodes that is about
+100 writes a second the control plane takes, as a real one does. The device plugin role and
+gpu_dra_driver poll with `delay: 5` and the smoke test's wait every 2 s, which puts a floor under
+each wait, also for one node.
 The speed of this machine moves by a quarter from one minute to the next (the same
 run took 27 s and 38 s within half an hour), and the sizes are measured one
 after the other: a ratio of one size measured in a slow minute to another
@@ -92,34 +84,32 @@ round, and each figure is the median of its rounds (with two, their mean); each
 round's wall times are printed beside it.
 Part (c) is also compared with (b) at each size both ran at: wall time and
 requests per node.
-Run with `make bench-cluster` (BENCH_CLUSTER_ARGS="--nodes 1,300,1000 --dra-nodes 1,300 --rounds 2 --forks 8 --tick 0.25
+Run with `make bench-cluster` (BENCH_CLUSTER_ARGS="--nodes 1,300,1000 --dra-nodes 1,300 --rounds 2 --forks 8
 --out PATH").
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import re
 import resource
-import ssl
 import subprocess
 import statistics
 import sys
 import tempfile
 import time
-import urllib.request
-
 import yaml
+from kubernetes import config as kube_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIMCLUSTER = os.path.join(REPO, "tests", "simcluster")
 sys.path.insert(0, SIMCLUSTER)
 
 from simcluster import gpus as sim_gpus  # noqa: E402  pylint: disable=wrong-import-position
-from simcluster.cluster import DEFAULT_TIMING  # noqa: E402  pylint: disable=wrong-import-position
+
+TESTCLUSTER = os.path.join(REPO, "tests", "controlplane", "testcluster.py")
 
 FIXTURES = os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "fixtures", "nvidia-smi")
 CAPTURE = "nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt"
@@ -132,8 +122,9 @@ H100 = {"driver_version": "590.48.01", "cuda_version": "13.1", "product_brand": 
 BUSES = ["18", "2A", "3A", "5D", "9A", "AB", "BA", "DB"]
 TARGET_RATIO = 3.0
 CONTROLLER = "bench-controller"
-# Served by both simulated clusters: resource.k8s.io/v1 is served from 1.34, and NVIDIA's DRA driver needs 1.34.2.
-KUBERNETES_VERSION = "1.35.0"
+# What the control plane serves (resource.k8s.io/v1 is served from 1.34, and NVIDIA's DRA driver needs 1.34.2).
+with open(os.path.join(REPO, "tests", "controlplane", "versions.env"), encoding="utf-8") as _versions:
+    KUBERNETES_VERSION = re.search(r"^KUBERNETES_VERSION=(\S+)", _versions.read(), re.M).group(1)
 DRA_LABEL = "nvidia.com/dra-kubelet-plugin"
 # The parts on the device plugin's cluster, then on the DRA cluster; gpu_dra_driver is timed apart, no aim.
 DP_PARTS = ("device_plugin", "smoke_test")
@@ -293,7 +284,7 @@ def node_names(count):
     return ["gpu-node-%04d" % number for number in range(1, count + 1)]
 
 
-def write_cluster(path, names, tick, dra=False):
+def write_cluster(path, names, dra=False):
     """The cluster file of one size; with ``dra``, every GPU node's runtime has CDI (the DRA cluster)."""
     labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
               "nvidia.com/gpu.count": str(GPUS_PER_NODE)}
@@ -308,10 +299,9 @@ def write_cluster(path, names, tick, dra=False):
     nodes.append({"name": "control-plane-1", "labels": {"node-role.kubernetes.io/control-plane": ""},
                   "taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]})
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write("# GENERATED by benchmarks/cluster_scale.py: %d GPU nodes%s, default timing but the tick.\n"
+        handle.write("# GENERATED by benchmarks/cluster_scale.py: %d GPU nodes%s.\n"
                      % (len(names), " with CDI in their runtime (the DRA cluster)" if dra else ""))
-        yaml.safe_dump({"kubernetesVersion": KUBERNETES_VERSION, "timing": {"tick": tick}, "nodes": nodes}, handle,
-                       sort_keys=False)
+        yaml.safe_dump({"nodes": nodes}, handle, sort_keys=False)
 
 
 def write_inventory(path, names, workdir, dra=False):
@@ -334,7 +324,7 @@ def write_inventory(path, names, workdir, dra=False):
         yaml.safe_dump(inventory, handle, sort_keys=False)
 
 
-def prepare(workdir, names, tick):
+def prepare(workdir, names):
     os.makedirs(os.path.join(workdir, "bin"))
     name = sim_gpus.node_gpus({"capture": CAPTURE, "count": GPUS_PER_NODE}, names[0])[0]["name"]
     with open(os.path.join(workdir, "board.xml"), "w", encoding="utf-8") as handle:
@@ -348,8 +338,8 @@ def prepare(workdir, names, tick):
                            ("dra_smoke_test.yml", DRA_SMOKE_TEST)):
         with open(os.path.join(workdir, filename), "w", encoding="utf-8") as handle:
             handle.write(text)
-    write_cluster(os.path.join(workdir, "cluster.yml"), names, tick)
-    write_cluster(os.path.join(workdir, "cluster-dra.yml"), names, tick, dra=True)
+    write_cluster(os.path.join(workdir, "cluster.yml"), names)
+    write_cluster(os.path.join(workdir, "cluster-dra.yml"), names, dra=True)
     write_inventory(os.path.join(workdir, "inventory.yml"), names, workdir)
     write_inventory(os.path.join(workdir, "inventory-dra.yml"), names, workdir, dra=True)
 
@@ -381,44 +371,58 @@ def slowest_tasks(stdout, limit):
     return sorted(tasks, key=lambda item: -item[1])[:limit]
 
 
-class Simulator:
-    """The simulated cluster of tests/simcluster, started in the background for one size (``suffix`` -dra: the
-    DRA cluster)."""
+class TestCluster:
+    """A test cluster (tests/controlplane/testcluster.py) started in the background for one size (``suffix`` -dra:
+    the DRA cluster)."""
 
     def __init__(self, workdir, suffix=""):
-        self.state = os.path.join(workdir, "simcluster" + suffix)
+        self.state = os.path.join(workdir, "testcluster" + suffix)
         self.kubeconfig = os.path.join(workdir, "kubeconfig" + suffix)
         self.cluster = os.path.join(workdir, "cluster%s.yml" % suffix)
-        self.env = dict(os.environ, PYTHONPATH=SIMCLUSTER)
-        self.url = self.context = self.pid = None
+        self.api = None
+        self.pids = {}
 
     def start(self):
-        subprocess.run([sys.executable, "-m", "simcluster", "start", "--cluster", self.cluster, "--kubeconfig",
-                        self.kubeconfig, "--state", self.state, "--ttl", "3600"],
-                       env=self.env, check=True, capture_output=True, text=True)
-        with open(self.kubeconfig, encoding="utf-8") as handle:
-            cluster = yaml.safe_load(handle)["clusters"][0]["cluster"]
-        self.url = cluster["server"]
-        self.context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
-        with open(os.path.join(self.state, "pid"), encoding="utf-8") as handle:
-            self.pid = int(handle.read())
+        subprocess.run([sys.executable, TESTCLUSTER, "start", "--cluster", self.cluster, "--kubeconfig",
+                        self.kubeconfig, "--state", self.state, "--ttl", "5400"],
+                       check=True, capture_output=True, text=True)
+        self.api = kube_config.new_client_from_config(self.kubeconfig)
+        with open(os.path.join(self.state, "endpoints.json"), encoding="utf-8") as handle:
+            supervisor = json.load(handle)["pid"]
+        children = subprocess.run(["pgrep", "-P", str(supervisor)], capture_output=True, text=True,
+                                  check=False).stdout.split()
+        for pid in children:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                argv = [os.path.basename(arg.decode()).replace(".py", "") for arg in handle.read().split(b"\0")[:2]]
+            name = next((arg for arg in argv if arg in COMPONENTS), None)
+            if name:
+                self.pids[name] = int(pid)
 
     def stop(self):
-        subprocess.run([sys.executable, "-m", "simcluster", "stop", "--state", self.state],
-                       env=self.env, check=False, capture_output=True)
+        subprocess.run([sys.executable, TESTCLUSTER, "stop", "--state", self.state], check=False, capture_output=True)
 
     def stats(self, reset=False):
-        request = urllib.request.Request(self.url + "/simcluster/v1/stats", method="DELETE" if reset else "GET")
-        with urllib.request.urlopen(request, timeout=30, context=self.context) as answer:
-            return json.loads(answer.read())
+        """The requests the fault proxy passed, by verb and path (every request of the roles goes through it)."""
+        answer = self.api.call_api("DELETE" if reset else "GET",
+                                   self.api.configuration.host + "/gpufleet-test/v1/stats")
+        return json.loads(answer.read())
+
+    def cpu(self, group):
+        return sum(cpu_of(self.pids[name]) for name in group if name in self.pids)
 
 
-def run_part(workdir, forks, playbook, simulator=None, extra=(), inventory="inventory.yml"):
-    """Time one ansible-playbook run; with a simulator, also its requests and CPU."""
+# The processes of a test cluster: the control plane, and what fakes the nodes.
+CONTROL_PLANE = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+FAKE_NODES = ("kwok", "gpunodes")
+COMPONENTS = CONTROL_PLANE + FAKE_NODES + ("faultproxy",)
+
+
+def run_part(workdir, forks, playbook, cluster=None, extra=(), inventory="inventory.yml"):
+    """Time one ansible-playbook run; with a test cluster, also its requests and CPU."""
     log = os.path.join(workdir, playbook.replace(".yml", ".log"))
-    if simulator:
-        simulator.stats(reset=True)
-        server_cpu = cpu_of(simulator.pid)
+    if cluster:
+        cluster.stats(reset=True)
+        server_cpu, nodes_cpu = cluster.cpu(CONTROL_PLANE), cluster.cpu(FAKE_NODES)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     result = subprocess.run(["ansible-playbook", "-i", os.path.join(workdir, inventory),
@@ -434,9 +438,10 @@ def run_part(workdir, forks, playbook, simulator=None, extra=(), inventory="inve
     out = {"wall_s": round(wall, 2),
            "controller_cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
            "slowest_tasks": slowest_tasks(result.stdout, 8)}
-    if simulator:
-        stats = simulator.stats()
-        out["server_cpu_s"] = round(cpu_of(simulator.pid) - server_cpu, 2)
+    if cluster:
+        stats = cluster.stats()
+        out["server_cpu_s"] = round(cluster.cpu(CONTROL_PLANE) - server_cpu, 2)
+        out["nodes_cpu_s"] = round(cluster.cpu(FAKE_NODES) - nodes_cpu, 2)
         out["requests"] = stats["requests"]
         out["by_path"] = stats["byPath"]
     return out
@@ -483,12 +488,12 @@ def copy_facts(cache, names):
             raise SystemExit("the cached facts of %s do not list its Node's GPUs" % name)
 
 
-def measure(count, forks, tick, root, round_no=0, device_plugin=True, dra=True):
+def measure(count, forks, root, round_no=0, device_plugin=True, dra=True):
     """One size: the device plugin's cluster with parts (a) and (b) when ``device_plugin``, then a fresh DRA cluster
-    with gpu_dra_driver and part (c) when ``dra``; one simulator at a time."""
+    with gpu_dra_driver and part (c) when ``dra``; one test cluster at a time."""
     workdir = os.path.join(root, "n%d-r%d" % (count, round_no + 1))
     os.makedirs(os.path.join(workdir, "tmp"))
-    prepare(workdir, node_names(count), tick)
+    prepare(workdir, node_names(count))
     started = time.monotonic()
     names = node_names(count)
     run_part(workdir, forks, "setup.yml", extra=["--limit", names[0]])
@@ -496,22 +501,22 @@ def measure(count, forks, tick, root, round_no=0, device_plugin=True, dra=True):
     setup_s = time.monotonic() - started
     result = {"nodes": count, "setup_s": round(setup_s, 1), "floor": run_part(workdir, forks, "floor.yml")}
     if device_plugin:
-        simulator = Simulator(workdir)
-        simulator.start()
+        cluster = TestCluster(workdir)
+        cluster.start()
         try:
-            result["device_plugin"] = run_part(workdir, forks, "device_plugin.yml", simulator)
-            result["smoke_test"] = run_part(workdir, forks, "smoke_test.yml", simulator)
+            result["device_plugin"] = run_part(workdir, forks, "device_plugin.yml", cluster)
+            result["smoke_test"] = run_part(workdir, forks, "smoke_test.yml", cluster)
         finally:
-            simulator.stop()
+            cluster.stop()
     if dra:
-        simulator = Simulator(workdir, "-dra")
-        simulator.start()
+        cluster = TestCluster(workdir, "-dra")
+        cluster.start()
         try:
-            result["dra_driver"] = run_part(workdir, forks, "dra_driver.yml", simulator, inventory="inventory-dra.yml")
-            result["dra_smoke_test"] = run_part(workdir, forks, "dra_smoke_test.yml", simulator,
+            result["dra_driver"] = run_part(workdir, forks, "dra_driver.yml", cluster, inventory="inventory-dra.yml")
+            result["dra_smoke_test"] = run_part(workdir, forks, "dra_smoke_test.yml", cluster,
                                                 inventory="inventory-dra.yml")
         finally:
-            simulator.stop()
+            cluster.stop()
     for part in PARTS:
         if part in result:
             result[part]["requests_per_node"] = round(result[part]["requests"] / float(count), 2)
@@ -527,7 +532,7 @@ def combine(rounds):
     for part in PARTS + ("floor",):
         if part not in result:
             continue
-        for key in ("wall_s", "controller_cpu_s", "server_cpu_s"):
+        for key in ("wall_s", "controller_cpu_s", "server_cpu_s", "nodes_cpu_s"):
             values = [one[part][key] for one in rounds if key in one[part]]
             if values:
                 result[part][key] = round(statistics.median(values), 2)
@@ -548,29 +553,29 @@ def growing_paths(small, large, part):
     return out
 
 
-def report(results, timing, forks, load):
-    print("gpu_device_plugin and gpu_smoke_test against the simulated cluster (tests/simcluster), 8x H100 per node, "
-          "Kubernetes %s; through DRA against a fresh one with CDI in every node's runtime" % KUBERNETES_VERSION)
-    print("simulator timing, the same for every size: %s (tick %s s instead of the default %s s, the rest default)"
-          % (", ".join("%s=%s" % item for item in sorted(timing.items())), timing["tick"], DEFAULT_TIMING["tick"]))
-    print("forks=%d for the set-up; %d CPUs shared by the controller and the simulator; load average before %s, "
-          "after %s" % (forks, os.cpu_count(), load, "/".join("%.1f" % value for value in os.getloadavg())))
+def report(results, forks, load):
+    print("gpu_device_plugin and gpu_smoke_test against a test cluster (tests/controlplane: kube-apiserver, controller "
+          "manager and scheduler %s, etcd, kwok Nodes), 8x H100 per node; through DRA against a fresh one with CDI in "
+          "every node's runtime" % KUBERNETES_VERSION)
+    print("forks=%d for the set-up; %d CPUs shared by the controller, the control plane and the fake nodes; load "
+          "average before %s, after %s" % (forks, os.cpu_count(), load,
+                                           "/".join("%.1f" % value for value in os.getloadavg())))
     print("")
-    print("%-31s %6s %9s %9s %10s %10s %9s  %s" % ("part", "nodes", "wall s", "requests", "req/node", "ctl CPU s",
-                                                   "sim CPU s", "wall s of each round"))
+    print("%-31s %6s %9s %9s %10s %10s %9s %9s  %s" % ("part", "nodes", "wall s", "requests", "req/node", "ctl CPU s",
+                                                       "cp CPU s", "node CPU s", "wall s of each round"))
     for part in PARTS:
         for result in results:
             if part not in result:
                 continue
             figures = result[part]
-            print("%-31s %6d %9.1f %9d %10.2f %10.1f %9.1f  %s" % (
+            print("%-31s %6d %9.1f %9d %10.2f %10.1f %9.1f %9.1f  %s" % (
                 TITLES[part], result["nodes"], figures["wall_s"], figures["requests"], figures["requests_per_node"],
-                figures["controller_cpu_s"], figures["server_cpu_s"],
+                figures["controller_cpu_s"], figures["server_cpu_s"], figures["nodes_cpu_s"],
                 " / ".join("%.1f" % value for value in figures.get("rounds_wall_s", []))))
     for result in results:
-        print("%-31s %6d %9.1f %9s %10s %10.1f %9s  %s" % (
+        print("%-31s %6d %9.1f %9s %10s %10.1f %9s %9s  %s" % (
             "playbook floor", result["nodes"], result["floor"]["wall_s"], "-", "-", result["floor"]["controller_cpu_s"],
-            "-", " / ".join("%.1f" % value for value in result["floor"].get("rounds_wall_s", []))))
+            "-", "-", " / ".join("%.1f" % value for value in result["floor"].get("rounds_wall_s", []))))
     print("(playbook floor: ansible-playbook with one task that reads every GPU host's cached facts; set-up, not "
           "timed above: nvml_facts on the first GPU host and its facts copied to the others took %s)" % ", ".join(
               "%.0f s for %d" % (result["setup_s"], result["nodes"]) for result in results))
@@ -625,9 +630,6 @@ def main():
                         help="comma-separated cluster sizes of gpu_dra_driver and part (c); default: those of --nodes up "
                         "to %d (1,300 with the default --nodes); none: no DRA part" % DRA_DEFAULT_MAX)
     parser.add_argument("--forks", type=int, default=8, help="ansible forks for the set-up fact gathering")
-    parser.add_argument("--tick", type=float, default=0.25,
-                        help="simulator controller period in seconds, the same for every size (its default: %s)"
-                        % DEFAULT_TIMING["tick"])
     parser.add_argument("--out", default=os.path.join(REPO, ".cache", "bench", "cluster_scale.json"),
                         help="where to write the JSON result")
     parser.add_argument("--rounds", type=int, default=2,
@@ -650,19 +652,18 @@ def main():
     load = "/".join("%.1f" % value for value in os.getloadavg())
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix="gpufleet-bench-cluster-")
-    rounds = [[measure(size, args.forks, args.tick, root, round_no, device_plugin=size in dp_sizes,
+    rounds = [[measure(size, args.forks, root, round_no, device_plugin=size in dp_sizes,
                        dra=size in dra_sizes) for size in sizes]
               for round_no in range(args.rounds)]
     results = [combine([one[index] for one in rounds]) for index in range(len(sizes))]
-    timing = dict(DEFAULT_TIMING, tick=args.tick)
-    verdicts = report(results, timing, args.forks, load)
+    verdicts = report(results, args.forks, load)
     total = time.monotonic() - started
     print("benchmark run time %.0f s%s" % (total, "; work folder %s" % root if args.keep else ""))
     if not args.keep:
         subprocess.run(["rm", "-rf", root], check=False)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump({"timing": timing, "kubernetes_version": KUBERNETES_VERSION, "forks": args.forks,
+        json.dump({"kubernetes_version": KUBERNETES_VERSION, "forks": args.forks,
                    "rounds": args.rounds, "cpus": os.cpu_count(), "load_before": load, "results": results,
                    "verdicts": verdicts, "run_s": round(total, 1)}, handle, indent=2)
     print("result written to %s" % args.out)

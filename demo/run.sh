@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make demo: turn two local Debian systemd containers into GPU nodes of a
-# SIMULATED Kubernetes cluster with playbooks/site.yml, exactly as against real
-# nodes and a real cluster, then write the fleet report. Run through
+# Kubernetes cluster (the real kube-apiserver, controller manager and scheduler on
+# this machine, kwok for the Nodes) with playbooks/site.yml, exactly as against
+# real nodes and a real cluster, then write the fleet report. Run through
 # `make demo`, which sets up what this needs first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,8 +11,9 @@ out=${DEMO_OUT:-$PWD/demo-output}
 prefix=${MOLECULE_IMAGE_PREFIX:-localhost/gpufleet-debian}
 mirrors=${GPUFLEET_MIRRORS:?GPUFLEET_MIRRORS must name the local mirrors (make demo sets it)}
 declare -A nodes=([gpufleet-demo-1]=12 [gpufleet-demo-2]=13)
-sim_state=$out/simcluster
-export GPUFLEET_DEMO_KUBECONFIG=$sim_state/kubeconfig
+cluster_state=$out/testcluster
+export GPUFLEET_DEMO_KUBECONFIG=$cluster_state/kubeconfig
+testcluster() { "${PYTHON:-.venv/bin/python}" tests/controlplane/testcluster.py "$@"; }
 export ANSIBLE_PIPELINING=true ANSIBLE_PYTHON_INTERPRETER=auto_silent ANSIBLE_DISPLAY_SKIPPED_HOSTS=false
 export ANSIBLE_INJECT_FACT_VARS=false ANSIBLE_FORCE_COLOR=${ANSIBLE_FORCE_COLOR:-0}
 
@@ -36,15 +38,16 @@ done
 banner "Making them look like kubeadm-joined nodes (real containerd, kubeadm's kubelet layout, a STAND-IN nvidia-smi replaying a real capture)"
 ansible-playbook -i demo/inventory demo/prepare.yml
 
-banner "Starting the SIMULATED cluster (tests/simcluster, demo/cluster.yml) on this machine"
+banner "Starting the cluster: kube-apiserver, kube-controller-manager, kube-scheduler and etcd on this machine, kwok for the Nodes (tests/controlplane, demo/cluster.yml)"
 mkdir -p "$out"
 # Stopped when this script ends, however it ends; --ttl stops it even if this script is killed.
-trap 'scripts/simcluster stop --state "$sim_state" >/dev/null 2>&1 || true' EXIT
-scripts/simcluster start --cluster demo/cluster.yml --kubeconfig "$GPUFLEET_DEMO_KUBECONFIG" \
-    --state "$sim_state" --ttl 1800
+trap 'testcluster stop --state "$cluster_state" >/dev/null 2>&1 || true' EXIT
+testcluster start --cluster demo/cluster.yml --kubeconfig "$GPUFLEET_DEMO_KUBECONFIG" \
+    --state "$cluster_state" --ttl 1800
+KUBECONFIG=$GPUFLEET_DEMO_KUBECONFIG kubectl version 2>/dev/null | grep -i server || true
 KUBECONFIG=$GPUFLEET_DEMO_KUBECONFIG kubectl get nodes -o wide 2>/dev/null || true
 
-banner "ansible-playbook gpufleet.nvidia.site (node part on the containers, cluster part against the simulated cluster)"
+banner "ansible-playbook gpufleet.nvidia.site (node part on the containers, cluster part against the cluster)"
 started=$(date +%s)
 ansible-playbook -i demo/inventory gpufleet.nvidia.site -e "gpufleet_report_dir=$out"
 site_seconds=$(( $(date +%s) - started ))
@@ -52,12 +55,13 @@ site_seconds=$(( $(date +%s) - started ))
 banner "What each node has now (read back from the nodes)"
 ansible-playbook -i demo/inventory demo/summary.yml
 
-banner "Fleet report (facts from the nodes, Nodes from the simulated API, smoke verdicts site.yml recorded)"
+banner "Fleet report (facts from the nodes, Nodes from the API, smoke verdicts site.yml recorded)"
 ansible-playbook -i demo/inventory gpufleet.nvidia.report -e "gpufleet_report_dir=$out"
 
-banner "Stopping the simulated cluster"
-scripts/simcluster stop --state "$sim_state"
+banner "Stopping the cluster"
+testcluster stop --state "$cluster_state"
 
+kubernetes_version=$(sed -n 's/^KUBERNETES_VERSION=//p' tests/controlplane/versions.env)
 cat <<TEXT
 
 ==== Done in ${SECONDS} s: site.yml converged ${#nodes[@]} nodes and the cluster in ${site_seconds} s.
@@ -75,16 +79,19 @@ What was real here:
     gating's gpufleet.nvidia.com/gpu-health among them), the smoke test's
     pods and every API call: the collection's own code, unchanged, through
     kubernetes.core and the kubernetes Python client over TLS.
-What was SIMULATED (tests/simcluster, one Python process on this machine,
-stopped now; cluster file demo/cluster.yml):
-  - the Kubernetes API server, scheduler, controllers and the kubelets of the
-    Nodes gpufleet-demo-1 and gpufleet-demo-2: no pod ran in the containers;
-  - NVIDIA's device plugin: its pods advertised what the Nodes' GPUs give;
-  - the GPUs: each Node replays a real nvidia-smi -q -x capture (2 x RTX A5000,
-    1 x RTX 4000 SFF Ada), and its smoke-test pod printed them.
+  - The Kubernetes control plane: kube-apiserver, kube-controller-manager and
+    kube-scheduler ${kubernetes_version} (built from the k8s.io/kubernetes Go module) with
+    etcd, RBAC and kubeadm's admission plugins; stopped now.
+What was FAKED (cluster file demo/cluster.yml):
+  - the kubelets of the Nodes gpufleet-demo-1 and gpufleet-demo-2: kwok keeps
+    the Nodes and their pods alive; no pod ran in the containers;
+  - NVIDIA's device plugin and the GPUs (tests/controlplane/gpunodes.py, a
+    STAND-IN): the plugin's pods make the Nodes advertise what their GPUs give;
+    each Node replays a real nvidia-smi -q -x capture (2 x RTX A5000, 1 x RTX
+    4000 SFF Ada), and its smoke-test pod printed them.
 What was a STAND-IN, and why:
   - nvidia-smi in each container (tests/standins/nvidia-smi) prints the same
-    capture as its simulated Node, so nvml_facts reads real GPU data; there is
+    capture as its Node's GPU side, so nvml_facts reads real GPU data; there is
     no GPU. Only its driver version is Debian's installed package's (535, 550);
     the CUDA version and everything else are the capture's. No kernel module
     is built or loaded (a container runs the host's kernel:

@@ -137,9 +137,13 @@ def build_jobs():
 
 
 def scenario_images(scenario):
-    """The set-up jobs of the images a scenario's platforms name beyond Debian 12 and 13."""
+    """The set-up jobs of the images a scenario's platforms name beyond Debian 12 and 13, and the
+    control plane's build for a scenario that starts a test cluster (tests/controlplane)."""
     text = (REPO / "molecule" / scenario / "molecule.yml").read_text()
-    return [f"image {tag}" for tag in ("forky",) if re.search(rf"}}:{tag}\b", text)]
+    needs = [f"image {tag}" for tag in ("forky",) if re.search(rf"}}:{tag}\b", text)]
+    if "tests/controlplane/testcluster.py" in text:
+        needs.append("control plane build")
+    return needs
 
 
 def load_times():

@@ -17,6 +17,9 @@ Faults are rules read from FAULTS (a JSON file, re-read when it changes):
 URL path, without the query) get `code`; the rule is then spent. Spent counts are written back
 to the file (`hits`), so a test can tell that its fault was met.
 
+It also counts the requests it sees, by verb and path: GET /gpufleet-test/v1/stats answers them
+(DELETE counts from zero again), for an administrator (group system:masters) only.
+
     python3 faultproxy.py --listen PORT --upstream URL --pki DIR --faults FILE
 """
 
@@ -36,6 +39,8 @@ import urllib.parse
 
 REASONS = {409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
            504: "Timeout", 403: "Forbidden", 404: "NotFound", 422: "Invalid"}
+# The proxy's own endpoint: the requests it passed or answered, by verb and path.
+STATS_PATH = "/gpufleet-test/v1/stats"
 HOP_BY_HOP = {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailers",
               "transfer-encoding", "upgrade", "host"}
 
@@ -107,6 +112,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def _handle(self):
         cfg = self.server.cfg
         path = urllib.parse.urlsplit(self.path).path
+        if path == STATS_PATH:
+            self._stats()
+            return
+        cfg.count(self.command, path)
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -167,6 +176,25 @@ class Handler(http.server.BaseHTTPRequestHandler):
         finally:
             upstream.close()
 
+    def _stats(self):
+        """The requests counted so far (GET), or counted from zero again (DELETE); for a client of
+        the group system:masters only."""
+        cert = self.connection.getpeercert()
+        if not cert or "system:masters" not in identity(cert)[1]:
+            self.send_error(403)
+            return
+        cfg = self.server.cfg
+        with cfg.lock:
+            payload = {"requests": sum(cfg.by_path.values()), "byPath": dict(cfg.by_path)}
+            if self.command == "DELETE":
+                cfg.by_path.clear()
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def _read_chunked(self):
         data = b""
         while True:
@@ -192,6 +220,13 @@ class Config:  # pylint: disable=too-few-public-methods
         self.upstream_context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
         self.upstream_context.load_cert_chain(str(pki / "front-proxy-client.crt"), str(pki / "front-proxy-client.key"))
         self.faults = Faults(faults)
+        self.lock = threading.Lock()
+        self.by_path = {}
+
+    def count(self, verb, path):
+        with self.lock:
+            key = f"{verb} {path}"
+            self.by_path[key] = self.by_path.get(key, 0) + 1
 
 
 def main():

@@ -71,8 +71,16 @@ TIMING_DEFAULTS = {"pluginRegister": 1.0}
 REAL_TIMING = {"pluginRegister": 6.0}
 
 
-def node_object(entry, index):
-    """The Node of a cluster-file entry, managed by kwok (its annotation)."""
+def control_plane_version():
+    for line in (HERE / "versions.env").read_text().splitlines():
+        if line.startswith("KUBERNETES_VERSION="):
+            return line.split("=", 1)[1].strip()
+    return ""
+
+
+def node_object(entry, index, kubelet_version=""):
+    """The Node of a cluster-file entry, managed by kwok (its annotation). Its kubelet claims the
+    entry's kubeletVersion, else the file's kubernetesVersion, else the control plane's."""
     name = entry["name"]
     labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
               "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
@@ -84,7 +92,10 @@ def node_object(entry, index):
             "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
             "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
             "status": {"capacity": dict(capacity), "allocatable": dict(capacity),
-                       "nodeInfo": {"kubeletVersion": entry.get("kubeletVersion", ""),
+                       "nodeInfo": {"kubeletVersion": entry.get("kubeletVersion") or kubelet_version,
+                                    "kubeProxyVersion": "", "machineID": f"ab{index:030x}",  # not all digits: kwok writes it unquoted
+                                    "systemUUID": f"{index:08x}-0000-0000-0000-000000000000",
+                                    "bootID": f"{index:08x}-b007-0000-0000-000000000000",
                                     "containerRuntimeVersion": entry.get("containerRuntime", "containerd://1.7.24"),
                                     "operatingSystem": "linux", "architecture": "amd64",
                                     "osImage": entry.get("osImage", "Debian GNU/Linux 12 (bookworm)"),
@@ -253,11 +264,11 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
     # ---------------------------------------------------------------- set-up
     def populate(self, description):
         """The cluster file's Nodes, namespaces and objects, written through the API."""
+        version = description.get("kubernetesVersion")
+        version = f"v{str(version).lstrip('v')}" if version else control_plane_version()
         for index, entry in enumerate(description.get("nodes") or []):
-            node = node_object(entry, index)
-            status = node.pop("status")
-            self.core.create_node(node)
-            self.core.patch_node_status(entry["name"], {"status": status})
+            # created with its status, as a kubelet registers its Node (kwok fills in only what is empty)
+            self.core.create_node(node_object(entry, index, version))
         deleted = []
         for item in description.get("namespaces") or []:
             meta = {"name": item} if isinstance(item, str) else dict(item)

@@ -319,3 +319,16 @@ def test_watch_streams_through_the_proxy(api):
             stream.stop()
     assert ("ADDED", "watched") in seen
     assert time.monotonic() - started < 15
+
+
+def test_proxy_counts_the_requests_it_passes(plane, api):
+    core = client.CoreV1Api(api)
+    url = api.configuration.host + "/gpufleet-test/v1/stats"
+    api.call_api("DELETE", url).read()
+    core.read_node("kwok-a")
+    core.read_node("kwok-a")
+    core.list_namespace()
+    stats = json.loads(api.call_api("GET", url).read())
+    assert stats["byPath"]["GET /api/v1/nodes/kwok-a"] == 2
+    assert stats["byPath"]["GET /api/v1/namespaces"] == 1
+    assert stats["requests"] == 3
