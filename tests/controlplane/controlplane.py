@@ -444,7 +444,8 @@ def write_kwok_config(path, stock, extra):
     if not any(stock.glob("*.yaml")):
         raise ControlPlaneError(f"kwok's stages not found in {stock}: build the control plane first (tests/controlplane/build.sh)")
     for source in sources:
-        docs.append(source.read_text().strip())
+        text = source.read_text().strip()
+        docs.append(text[3:].lstrip("\n") if text.startswith("---") else text)
     path.write_text("\n---\n".join(docs) + "\n")
 
 

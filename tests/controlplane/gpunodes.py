@@ -673,6 +673,34 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
             container = pod["spec"]["containers"][0]
             self.run_program(pod, container, pod["spec"]["nodeName"], programs.argv_of(container))
 
+    def sync_ready(self):
+        """A kubelet back from silence writes its pods' status again: the node lifecycle controller
+        marked them not Ready while the node was Unknown, and the kubelet's status manager sets
+        Ready from the containers' own state at its next sync (kwok moves only Pending pods)."""
+        if time.monotonic() < getattr(self, "_next_sync", 0):
+            return
+        self._next_sync = time.monotonic() + 2  # pylint: disable=attribute-defined-outside-init
+        for pod in list(self.pods.values()):
+            status = pod.get("status") or {}
+            node = pod["spec"].get("nodeName")
+            if status.get("phase") != "Running" or not node or not self.kubelet_there(node) \
+                    or (pod["metadata"].get("annotations") or {}).get(CRASH_CODE) \
+                    or pod["metadata"].get("deletionTimestamp"):
+                continue
+            containers = status.get("containerStatuses") or []
+            ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+            if not containers or not all(c.get("ready") for c in containers) or not ready or ready.get("status") == "True":
+                continue
+            stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            conditions = [dict(c, status="True", lastTransitionTime=stamp, reason=None, message=None)
+                          if c.get("type") in ("Ready", "ContainersReady") else c for c in status["conditions"]]
+            try:
+                self.core.patch_namespaced_pod_status(pod["metadata"]["name"], pod["metadata"]["namespace"],
+                                                      {"status": {"conditions": conditions}})
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+
     def kubelet_there(self, node):
         return not self.active("node-not-ready", node)
 
@@ -793,6 +821,7 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
             self.register_plugins()
             self.run_later()
             self.republish()
+            self.sync_ready()
 
 
 _DYNAMIC = {}

@@ -186,7 +186,17 @@ def test_eviction_refused_by_the_real_eviction_api(cluster, core):
     core.create_namespaced_pod_eviction("held", "work", {"metadata": {"name": "held", "namespace": "work"}})
 
 
+def pod_ready(core, name, namespace="work"):
+    conditions = core.read_namespaced_pod(name, namespace).status.conditions or []
+    return next((c.status for c in conditions if c.type == "Ready"), None)
+
+
 def test_node_not_ready_after_the_grace_period(cluster, core):
+    core.create_namespaced_pod("work", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "steady"},
+                                        "spec": {"nodeName": "cpu-x", "containers": [
+                                            {"name": "c", "image": "example.invalid/app:1",
+                                             "command": ["sleep", "infinity"]}]}})
+    wait_for(lambda: pod_ready(core, "steady") == "True", what="steady Ready")
     started = time.monotonic()
     run_testcluster(cluster, "fault", "node-not-ready", "node=cpu-x")
 
@@ -199,6 +209,10 @@ def test_node_not_ready_after_the_grace_period(cluster, core):
     assert time.monotonic() - started >= 8  # not before kube-controller-manager's grace period
     taints = {t.key for t in core.read_node("cpu-x").spec.taints or []}
     assert "node.kubernetes.io/unreachable" in taints
+    # the node lifecycle controller marks the node's pods not Ready
+    wait_for(lambda: pod_ready(core, "steady") == "False", what="steady marked not Ready")
     run_testcluster(cluster, "faults", "--clear")
     wait_for(lambda: next(c for c in core.read_node("cpu-x").status.conditions if c.type == "Ready").status == "True",
              timeout=60, what="cpu-x Ready again")
+    # and its kubelet, back, writes them Ready again
+    wait_for(lambda: pod_ready(core, "steady") == "True", what="steady Ready again")
