@@ -62,6 +62,7 @@ RUNTIME_DEFAULTS = {"defaultRuntime": "runc", "handlers": ["runc", "nvidia"], "c
                     "acceptEnvvarUnprivileged": True, "acceptVolumeMounts": False}
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
 EVICTION_PDB = "gpufleet-test-eviction-refused"
+EVICTION_LABEL = "gpufleet.test/eviction-refused"
 # Who holds the Lease of a node whose kubelet went silent (fault node-not-ready).
 SILENCED = "gpufleet-test-silenced-kubelet"
 # The cluster file's durations, in seconds (timing: {pluginRegister: 1.0}).
@@ -161,7 +162,6 @@ def write_proxy_rules(state, rules):
 
 def start_fault(api, state, fault):
     """Make a fault's effect: kept in the faults file, or a rule of the fault proxy."""
-    core = client.CoreV1Api(api)
     kind = fault.get("type")
     if kind == "api-errors":
         rule = {"code": int(fault.get("code", 500)), "count": int(fault.get("count", 1))}
@@ -179,25 +179,92 @@ def start_fault(api, state, fault):
         client.CoordinationV1Api(api).patch_namespaced_lease(fault["node"], "kube-node-lease", {"spec": {
             "holderIdentity": SILENCED, "leaseDurationSeconds": 86400, "renewTime": stamp}})
     elif kind == "eviction-refused":
-        namespace = fault.get("namespace")
-        namespaces = [namespace] if namespace else [
-            ns.metadata.name for ns in core.list_namespace().items if not ns.metadata.name.startswith("kube-")]
-        for name in namespaces:
-            selector = {}
-            if fault.get("pod"):
-                selector = {"matchLabels": core.read_namespaced_pod(fault["pod"], name).metadata.labels or {}}
-            body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                    "metadata": {"name": EVICTION_PDB, "labels": {"app.kubernetes.io/managed-by": "gpufleet-test"}},
-                    "spec": {"maxUnavailable": 0, "selector": selector}}
-            try:
-                client.PolicyV1Api(api).create_namespaced_pod_disruption_budget(name, body)
-            except ApiException as err:
-                if err.status != 409:
-                    raise
+        refuse_evictions(api, fault)
     elif kind not in ("gpu-lost", "plugin-crashloop", "slow-pod-start"):
         raise ValueError(f"unknown fault type {kind!r}: node-not-ready, gpu-lost, plugin-crashloop, "
                          "eviction-refused, api-errors, slow-pod-start")
     write_faults(state, read_faults(state) + [fault])
+
+
+def selector_string(selector):
+    """A LabelSelector as the API's labelSelector parameter writes it."""
+    parts = [f"{key}={value}" for key, value in (selector.get("matchLabels") or {}).items()]
+    for expression in selector.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values") or []
+        if operator == "In":
+            parts.append(f"{key} in ({','.join(values)})")
+        elif operator == "NotIn":
+            parts.append(f"{key} notin ({','.join(values)})")
+        elif operator == "Exists":
+            parts.append(key)
+        else:
+            parts.append(f"!{key}")
+    return ",".join(parts)
+
+
+def refuse_evictions(api, fault):
+    """Every eviction of the fault's pods refused with 429, as the eviction API refuses one that a
+    PodDisruptionBudget allows no disruption for. A pod may be covered by one budget only (the API
+    answers 500 for two): the budgets already covering the pods are set to allow no disruption
+    (their specs kept in the fault, to be put back), and the pods no budget covers get the label
+    gpufleet.test/eviction-refused and a budget of their own."""
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    namespace = fault.get("namespace")
+    namespaces = [namespace] if namespace else [
+        ns.metadata.name for ns in core.list_namespace().items if not ns.metadata.name.startswith("kube-")]
+    saved = []
+    for name in namespaces:
+        pods = {p.metadata.name: p for p in core.list_namespaced_pod(name).items
+                if p.status.phase in ("Pending", "Running") and (not fault.get("pod") or p.metadata.name == fault["pod"])}
+        covered = set()
+        for pdb in policy.list_namespaced_pod_disruption_budget(name).items:
+            selector = api.sanitize_for_serialization(pdb.spec.selector) or {}
+            matched = {p.metadata.name for p in core.list_namespaced_pod(name, label_selector=selector_string(selector)).items}
+            if not matched & set(pods):
+                continue
+            covered |= matched
+            saved.append({"namespace": name, "name": pdb.metadata.name,
+                          "minAvailable": api.sanitize_for_serialization(pdb.spec.min_available),
+                          "maxUnavailable": api.sanitize_for_serialization(pdb.spec.max_unavailable)})
+            policy.patch_namespaced_pod_disruption_budget(pdb.metadata.name, name, {
+                "spec": {"minAvailable": None, "maxUnavailable": 0}})
+        uncovered = [pod for pod_name, pod in pods.items() if pod_name not in covered]
+        for pod in uncovered:
+            core.patch_namespaced_pod(pod.metadata.name, name, {"metadata": {"labels": {EVICTION_LABEL: "true"}}})
+        if uncovered:
+            body = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"name": EVICTION_PDB, "labels": {"app.kubernetes.io/managed-by": "gpufleet-test"}},
+                    "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {EVICTION_LABEL: "true"}}}}
+            try:
+                policy.create_namespaced_pod_disruption_budget(name, body)
+            except ApiException as err:
+                if err.status != 409:
+                    raise
+    fault["saved"] = saved
+
+
+def allow_evictions(api, fault):
+    core, policy = client.CoreV1Api(api), client.PolicyV1Api(api)
+    for item in fault.get("saved") or []:
+        try:
+            policy.patch_namespaced_pod_disruption_budget(item["name"], item["namespace"], {
+                "spec": {"minAvailable": item["minAvailable"], "maxUnavailable": item["maxUnavailable"]}})
+        except ApiException as err:
+            if err.status != 404:
+                raise
+    for pdb in policy.list_pod_disruption_budget_for_all_namespaces(field_selector=f"metadata.name={EVICTION_PDB}").items:
+        try:
+            policy.delete_namespaced_pod_disruption_budget(EVICTION_PDB, pdb.metadata.namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+    for pod in core.list_pod_for_all_namespaces(label_selector=EVICTION_LABEL).items:
+        try:
+            core.patch_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
+                                      {"metadata": {"labels": {EVICTION_LABEL: None}}})
+        except ApiException as err:
+            if err.status != 404:
+                raise
 
 
 def end_fault(api, state, fault):
@@ -208,14 +275,7 @@ def end_fault(api, state, fault):
         client.CoordinationV1Api(api).patch_namespaced_lease(fault["node"], "kube-node-lease", {"spec": {
             "leaseDurationSeconds": 1, "renewTime": "2000-01-01T00:00:00.000000Z"}})
     elif kind == "eviction-refused":
-        policy = client.PolicyV1Api(api)
-        for pdb in policy.list_pod_disruption_budget_for_all_namespaces(
-                field_selector=f"metadata.name={EVICTION_PDB}").items:
-            try:
-                policy.delete_namespaced_pod_disruption_budget(EVICTION_PDB, pdb.metadata.namespace)
-            except ApiException as err:
-                if err.status != 404:
-                    raise
+        allow_evictions(api, fault)
 
 
 def clear_faults(api, state):

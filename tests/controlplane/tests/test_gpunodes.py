@@ -167,23 +167,44 @@ def test_plugin_gone_leaves_no_gpu_allocatable(core):
 
 
 def test_eviction_refused_by_the_real_eviction_api(cluster, core):
-    core.create_namespaced_pod("work", {"apiVersion": "v1", "kind": "Pod",
-                                        "metadata": {"name": "held", "labels": {"app": "held"}},
-                                        "spec": {"nodeName": "cpu-x", "containers": [
-                                            {"name": "c", "image": "example.invalid/app:1",
-                                             "command": ["sleep", "infinity"]}]}})
-    wait_for(lambda: core.read_namespaced_pod("held", "work").status.phase == "Running", what="held Running")
-    run_testcluster(cluster, "fault", "eviction-refused", "namespace=work", "seconds=5")
+    """Pods with no budget get one of the fault's; a pod its own budget covers keeps that one only
+    (two budgets over one pod make the eviction API answer 500, not 429), set to allow nothing
+    while the fault lasts and put back after."""
     policy = client.PolicyV1Api(core.api_client)
-    wait_for(lambda: policy.read_namespaced_pod_disruption_budget("gpufleet-test-eviction-refused", "work")
-             .status.observed_generation, what="the disruption controller's status")
-    with pytest.raises(ApiException) as refused:
-        core.create_namespaced_pod_eviction("held", "work", {"metadata": {"name": "held", "namespace": "work"}})
-    assert refused.value.status == 429
-    # the fault ends by itself after its seconds
-    wait_for(lambda: not policy.list_namespaced_pod_disruption_budget("work").items, timeout=20,
-             what="the fault's budget gone")
-    core.create_namespaced_pod_eviction("held", "work", {"metadata": {"name": "held", "namespace": "work"}})
+    for name in ("held", "budgeted"):
+        core.create_namespaced_pod("work", {"apiVersion": "v1", "kind": "Pod",
+                                            "metadata": {"name": name, "labels": {"app": name}},
+                                            "spec": {"nodeName": "cpu-x", "containers": [
+                                                {"name": "c", "image": "example.invalid/app:1",
+                                                 "command": ["sleep", "infinity"]}]}})
+    # minAvailable, not maxUnavailable: a budget over a pod no controller owns can only count it
+    # with a whole number of pods (the disruption controller allows nothing otherwise)
+    policy.create_namespaced_pod_disruption_budget("work", {
+        "metadata": {"name": "budgeted"}, "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "budgeted"}}}})
+    for name in ("held", "budgeted"):
+        wait_for(lambda name=name: core.read_namespaced_pod(name, "work").status.phase == "Running",
+                 what=f"{name} Running")
+    run_testcluster(cluster, "fault", "eviction-refused", "namespace=work", "seconds=6")
+    assert policy.read_namespaced_pod_disruption_budget("budgeted", "work").spec.max_unavailable == 0
+    for name in ("gpufleet-test-eviction-refused", "budgeted"):
+        wait_for(lambda name=name: (s := policy.read_namespaced_pod_disruption_budget(name, "work").status)
+                 and s.observed_generation == policy.read_namespaced_pod_disruption_budget(name, "work").metadata.generation
+                 and s.disruptions_allowed == 0, what=f"the disruption controller's status of {name}")
+    for name in ("held", "budgeted"):
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_pod_eviction(name, "work", {"metadata": {"name": name, "namespace": "work"}})
+        assert refused.value.status == 429, refused.value.body
+        assert "disruption budget" in json.loads(refused.value.body)["message"]
+    # the fault ends by itself after its seconds: the budget of the fault gone, the other put back
+    wait_for(lambda: [b.metadata.name for b in policy.list_namespaced_pod_disruption_budget("work").items] == ["budgeted"],
+             timeout=20, what="the fault's budget gone")
+    restored = policy.read_namespaced_pod_disruption_budget("budgeted", "work").spec
+    assert (restored.min_available, restored.max_unavailable) == (0, None)
+    assert "gpufleet.test/eviction-refused" not in (core.read_namespaced_pod("held", "work").metadata.labels or {})
+    wait_for(lambda: policy.read_namespaced_pod_disruption_budget("budgeted", "work").status.disruptions_allowed == 1,
+             what="budgeted allowing one disruption again")
+    for name in ("held", "budgeted"):
+        core.create_namespaced_pod_eviction(name, "work", {"metadata": {"name": name, "namespace": "work"}})
 
 
 def pod_ready(core, name, namespace="work"):
