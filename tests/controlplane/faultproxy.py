@@ -29,6 +29,7 @@ import argparse
 import http.client
 import http.server
 import json
+import os
 import pathlib
 import re
 import socketserver
@@ -74,7 +75,7 @@ class Faults:
                 if rule.get("path") and not re.search(rule["path"], path):
                     continue
                 rule["hits"] = rule.get("hits", 0) + 1
-                partial = self.path.with_name(self.path.name + ".partial")
+                partial = self.path.with_name(f"{self.path.name}.{os.getpid()}.partial")
                 partial.write_text(json.dumps(self.rules, indent=1) + "\n")
                 partial.replace(self.path)
                 self.mtime = self.path.stat().st_mtime_ns

@@ -58,6 +58,7 @@ EXIT_CODE = "gpufleet.test/exit-code"
 MESSAGE = "gpufleet.test/termination-message"
 CRASH_CODE = "gpufleet.test/crash-exit-code"
 CRASH_MESSAGE = "gpufleet.test/crash-message"
+RECOVERED = "gpufleet.test/recovered"
 RUNTIME_DEFAULTS = {"defaultRuntime": "runc", "handlers": ["runc", "nvidia"], "cdi": False,
                     "acceptEnvvarUnprivileged": True, "acceptVolumeMounts": False}
 DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
@@ -91,7 +92,7 @@ def node_object(entry, index, kubelet_version=""):
     capacity.update({k: str(v) for k, v in (entry.get("capacity") or {}).items()})
     node = {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": labels, "annotations": {KWOK_ANNOTATION: "fake"}},
-            "spec": {"podCIDR": f"10.244.{index}.0/24", "podCIDRs": [f"10.244.{index}.0/24"]},
+            "spec": {"podCIDR": pod_cidr(index), "podCIDRs": [pod_cidr(index)]},
             "status": {"capacity": dict(capacity), "allocatable": dict(capacity),
                        "nodeInfo": {"kubeletVersion": entry.get("kubeletVersion") or kubelet_version,
                                     "kubeProxyVersion": "", "machineID": f"ab{index:030x}",  # not all digits: kwok writes it unquoted
@@ -106,6 +107,11 @@ def node_object(entry, index, kubelet_version=""):
     if entry.get("taints"):
         node["spec"]["taints"] = copy.deepcopy(entry["taints"])
     return node
+
+
+def pod_cidr(index):
+    """A /24 of its own for each node, from 100.64.0.0/10 (16,384 of them)."""
+    return f"100.{64 + index // 256}.{index % 256}.0/24"
 
 
 def argv_env(container):
@@ -143,7 +149,7 @@ def read_faults(state):
 
 def write_faults(state, faults):
     path = pathlib.Path(state) / "gpu-faults.json"
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     partial.write_text(json.dumps(faults, indent=1) + "\n")
     partial.replace(path)
 
@@ -155,7 +161,7 @@ def proxy_rules(state):
 
 def write_proxy_rules(state, rules):
     path = pathlib.Path(state) / "faults.json"
-    partial = path.with_name("faults.json.partial")
+    partial = path.with_name(f"faults.json.{os.getpid()}.partial")
     partial.write_text(json.dumps(rules, indent=1) + "\n")
     partial.replace(path)
 
@@ -377,7 +383,9 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
     def expire_faults(self):
         now = time.monotonic()
         for deadline, fault in list(self.fault_timers):
-            if now >= deadline:
+            if fault not in self.faults:  # cleared before its time: nothing left to undo
+                self.fault_timers.remove((deadline, fault))
+            elif now >= deadline:
                 self.fault_timers.remove((deadline, fault))
                 end_fault(self.api, self.state, fault)
                 write_faults(self.state, [f for f in read_faults(self.state) if f != fault])
@@ -394,7 +402,9 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
                 self.events.put(("MODIFIED", pod))
         for name in list(self.plugins):
             if node in (None, name):
+                # the kubelet marks a disconnected plugin's devices unhealthy: allocatable 0 at once
                 del self.plugins[name]
+                self.write_node_resources(name)
 
     # ---------------------------------------------------------------- the GPUs
     def healthy(self, node):
@@ -558,26 +568,15 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
                 return
 
     def recover(self, pod, node):
-        """A crash-looping device plugin whose fault is gone starts at its next restart: it runs
-        and is ready again (the kubelet's status), with one restart more."""
+        """A crash-looping plugin whose fault is gone starts at its next restart: the crash
+        annotations go and kwok's Stage gpufleet-pod-crash-recover makes it run and be ready
+        again, its restart count one higher."""
         container = pod["spec"]["containers"][0]
         argv, _env = argv_env(container)
         if programs.daemon_kind(argv) not in ("device-plugin", "dra-gpu-plugin") or self.active("plugin-crashloop", node):
             return False
-        statuses = (pod.get("status") or {}).get("containerStatuses") or []
-        restarts = (statuses[0].get("restartCount") or 0) + 1 if statuses else 1
-        self.annotate(pod, {CRASH_CODE: None, CRASH_MESSAGE: None})
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        status = {"conditions": [{"type": t, "status": "True", "lastTransitionTime": stamp}
-                                 for t in ("Ready", "ContainersReady")],
-                  "containerStatuses": [dict(statuses[0] if statuses else {"name": container["name"], "image": container["image"]},
-                                             ready=True, started=True, restartCount=restarts,
-                                             state={"running": {"startedAt": stamp}})]}
-        try:
-            self.core.patch_namespaced_pod_status(pod["metadata"]["name"], pod["metadata"]["namespace"], {"status": status})
-        except ApiException as err:
-            if err.status != 404:
-                raise
+        recovered = int((pod["metadata"].get("annotations") or {}).get(RECOVERED) or 0) + 1
+        self.annotate(pod, {CRASH_CODE: None, CRASH_MESSAGE: None, RECOVERED: str(recovered)})
         return True
 
     def start_plugin(self, pod, container, node, argv, env):

@@ -150,11 +150,17 @@ def test_plugin_crash_loop_and_recovery(cluster, core):
     assert status.last_state.terminated.exit_code == 1
     assert "failed to initialize NVML" in status.last_state.terminated.message
     assert status.restart_count >= 1
+    # the kubelet marks a disconnected plugin's devices unhealthy: none allocatable, the capacity kept
+    node = core.read_node("gpu-x")
+    assert (node.status.allocatable["nvidia.com/gpu"], node.status.capacity["nvidia.com/gpu"]) == ("0", "2")
     run_testcluster(cluster, "faults", "--clear")
     wait_for(lambda: core.read_namespaced_pod("plugin", "default").status.container_statuses[0].ready,
              what="the plugin ready again")
     wait_for(lambda: core.read_node("gpu-x").status.allocatable.get("nvidia.com/gpu") == "2",
              what="gpu-x advertising again")
+    time.sleep(3)  # and it stays so: no crash-loop kwok had queued is played over it
+    recovered = core.read_namespaced_pod("plugin", "default").status.container_statuses[0]
+    assert recovered.ready and recovered.state.running
 
 
 def test_plugin_gone_leaves_no_gpu_allocatable(core):
