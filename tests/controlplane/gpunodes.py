@@ -864,23 +864,31 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
     def run(self):
         threading.Thread(target=self.watch_pods, daemon=True).start()
         (self.state / "gpunodes.ready").write_text(f"{os.getpid()}\n")
+        retries = {}
         while True:
             try:
                 kind, pod = self.events.get(timeout=0.1)
-                self.handle(kind, pod)
-                while not self.events.empty():
-                    kind, pod = self.events.get_nowait()
-                    self.handle(kind, pod)
             except queue.Empty:
-                pass
-            except ApiException as err:
-                print(f"gpunodes: {err.status} {err.reason}: {err.body}", flush=True)
-            self.reload_faults()
-            self.expire_faults()
-            self.register_plugins()
-            self.run_later()
-            self.republish()
-            self.sync_ready()
+                kind = pod = None
+            if pod is not None:
+                uid = pod["metadata"]["uid"]
+                try:
+                    self.handle(kind, pod)
+                    retries.pop(uid, None)
+                except Exception as err:  # noqa: BLE001  pylint: disable=broad-except
+                    # what a kubelet does with a pod it could not sync: try again at the next pass
+                    # (an API error, a fault proxy's answer), a few times, and say so
+                    print(f"gpunodes: {pod['metadata'].get('namespace')}/{pod['metadata']['name']}: {err}", flush=True)
+                    self.done.discard(uid)
+                    retries[uid] = retries.get(uid, 0) + 1
+                    if retries[uid] <= 5:
+                        threading.Timer(0.5 * retries[uid], self.events.put, args=((kind, pod),)).start()
+            for step in (self.reload_faults, self.expire_faults, self.register_plugins, self.run_later,
+                         self.republish, self.sync_ready):
+                try:
+                    step()
+                except Exception as err:  # noqa: BLE001  pylint: disable=broad-except
+                    print(f"gpunodes: {step.__name__}: {err}", flush=True)
 
 
 _DYNAMIC = {}
