@@ -51,7 +51,8 @@ if ! [ -x "$out/etcd" ] || [ "$(cat "$out/.etcd.stamp" 2>/dev/null)" != "$ETCD_D
     python3 "$top/tests/controlplane/fetch-deb.py" "$ETCD_DEB" "$ETCD_DEB_SHA256" usr/bin/etcd "$out/etcd"
     echo "$ETCD_DEB" > "$out/.etcd.stamp"
 fi
-"$out/etcd" --version | head -1
+# sed reads to the end: head would close the pipe early and etcd's SIGPIPE fail the pipeline
+"$out/etcd" --version | sed -n 1p
 
 # kwok's own Stages, from its module at the pinned version: the Nodes' initialisation and
 # heartbeat with a Lease, the pods' start, completion (Jobs) and deletion.

@@ -526,7 +526,10 @@ class GpuNodes:  # pylint: disable=too-many-instance-attributes
         uid = meta["uid"]
         node = pod["spec"].get("nodeName")
         if kind == "DELETED" or meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
-            self.pods.pop(uid, None) if kind == "DELETED" else self.pods.__setitem__(uid, pod)
+            if kind == "DELETED":
+                self.pods.pop(uid, None)
+            else:
+                self.pods[uid] = pod
             self.granted.pop(uid, None)
             for name, plugin in list(self.plugins.items()):
                 if plugin["uid"] == uid:
