@@ -858,8 +858,11 @@ def kubelet_cgroup_v1_errors(version, cgroup_v2, argv=(), files=(), config_files
     kubelet's walk order). ``config_files``: kubelet_config_files' answer.
 
     The value is kubelet's: its default for the version, the configuration file (null there is
-    the default), the drop-ins in order (null there keeps the earlier value), then the last
-    --fail-cgroupv1 flag. A configuration file or drop-in folder that is named but missing is
+    the default), the drop-ins in order, then the last --fail-cgroupv1 flag. A null in a drop-in
+    is the default again from 1.32, where kubelet merges each drop-in as a JSON merge patch into
+    the versioned configuration and defaults it after (kubernetes/kubernetes#127421: the key is
+    removed, then defaulted); before, kubelet merged into the configuration it had read and the
+    earlier value stayed. A configuration file or drop-in folder that is named but missing is
     not judged: kubelet cannot start before it exists (a node before kubeadm join), and it is
     not this check's to say.
     """
@@ -898,6 +901,12 @@ def kubelet_cgroup_v1_errors(version, cgroup_v2, argv=(), files=(), config_files
             if path == config:
                 fail = parsed >= FAIL_CGROUP_V1_DEFAULT_TRUE
                 source, set_in = "failCgroupV1 is null in %s, so its default" % path, None
+            elif parsed >= CONFIG_DIR_FLAG:
+                # A JSON merge patch into the versioned configuration, defaulted after: null removes
+                # the key and the default comes back, whatever the file or an earlier drop-in said.
+                fail = parsed >= FAIL_CGROUP_V1_DEFAULT_TRUE
+                source = "failCgroupV1 is null in %s, which kubelet reads as its default" % path
+                set_in = path
             continue
         if not isinstance(value, bool):
             return ["failCgroupV1 in %s is %r, which kubelet cannot read (true or false); kubelet %s would not "

@@ -752,7 +752,7 @@ def test_drop_ins_in_walk_order_win_over_the_file_and_the_flag_over_both():
     dropins = [text("/etc/kubernetes/kubelet.conf.d/b/10-allow.conf", "failCgroupV1: false\n"),
                text("/etc/kubernetes/kubelet.conf.d/b.conf", "failCgroupV1: true\n"),
                text("/etc/kubernetes/kubelet.conf.d/.hidden.conf", "failCgroupV1: null\n")]
-    # Walk order: .hidden.conf, b/ (its 10-allow.conf), b.conf: true wins; null in a drop-in keeps the value.
+    # Walk order: .hidden.conf, b/ (its 10-allow.conf), b.conf: true wins.
     errors = refused(config=CONFIG_TEXT + "failCgroupV1: false\n", dropins=dropins,
                      default_kubelet="KUBELET_EXTRA_ARGS=%s\n" % config_dir)
     assert errors and "failCgroupV1: true in /etc/kubernetes/kubelet.conf.d/b.conf" in errors[0]
@@ -764,6 +764,34 @@ def test_drop_ins_in_walk_order_win_over_the_file_and_the_flag_over_both():
     errors = refused("1.34.2", config=CONFIG_TEXT + "failCgroupV1: false\n",
                      default_kubelet="KUBELET_EXTRA_ARGS=--fail-cgroupv1\n")
     assert errors and "the flag --fail-cgroupv1)" in errors[0]
+
+
+# From 1.32 (kubernetes/kubernetes#127421) kubelet merges each drop-in as a JSON merge patch into the
+# versioned configuration and applies the defaults after: null removes the key, and the default comes
+# back. Before, it merged into the configuration it had already read, and null kept the earlier value.
+@pytest.mark.parametrize("version,config,expected", [
+    ("1.35.0", "failCgroupV1: false\n", "failCgroupV1 is null in /etc/kubernetes/kubelet.conf.d/50-user.conf"),
+    ("1.37.1", "failCgroupV1: false\n", "failCgroupV1 is null in /etc/kubernetes/kubelet.conf.d/50-user.conf"),
+    ("1.34.2", "failCgroupV1: true\n", None),     # its default then: false
+    ("1.32.0", "failCgroupV1: true\n", None),
+    ("1.31.4", "failCgroupV1: true\n", "failCgroupV1: true in /var/lib/kubelet/config.yaml"),  # kept
+])
+def test_null_in_a_drop_in_is_the_default_from_1_32(version, config, expected):
+    config_dir = "--config-dir=/etc/kubernetes/kubelet.conf.d"
+    dropins = [text("/etc/kubernetes/kubelet.conf.d/50-user.conf", "failCgroupV1: null\n")]
+    errors = refused(version, config=CONFIG_TEXT + config, dropins=dropins,
+                     default_kubelet="KUBELET_EXTRA_ARGS=%s\n" % config_dir)
+    if expected is None:
+        assert errors == []
+        return
+    assert errors and expected in errors[0]
+    if "null" in expected:
+        assert "kubelet reads as its default" in errors[0]
+        assert "change it where it is set (/etc/kubernetes/kubelet.conf.d/50-user.conf) to false" in errors[0]
+    # A later drop-in that sets it again wins over the null.
+    later = dropins + [text("/etc/kubernetes/kubelet.conf.d/60-allow.conf", "failCgroupV1: false\n")]
+    assert refused(version, config=CONFIG_TEXT + config, dropins=later,
+                   default_kubelet="KUBELET_EXTRA_ARGS=%s\n" % config_dir) == []
 
 
 @pytest.mark.parametrize("config,flags,words", [
