@@ -567,7 +567,47 @@ def _smi_gpu(index, node):
     health["remapped_rows_pending"] = to_bool(_text(node, "remapped_rows/remapped_row_pending"))
     health["remapped_rows_failure"] = to_bool(_text(node, "remapped_rows/remapped_row_failure"))
     gpu["fabric"] = _smi_fabric(node.find("fabric"))
+    if _smi_says_lost(node):
+        # NVML_ERROR_GPU_IS_LOST: the driver still enumerates the GPU but cannot read it, and nvidia-smi
+        # prints the error's text where the values would be.
+        gpu["error"] = _SMI_GPU_IS_LOST
     return gpu
+
+
+# NVML's text for NVML_ERROR_GPU_IS_LOST (nvmlErrorString), which nvidia-smi prints in place of a value.
+_SMI_GPU_IS_LOST = "GPU is lost"
+
+
+def _smi_says_lost(node):
+    """Whether nvidia-smi printed 'GPU is lost' in place of any value of this <gpu>."""
+    for element in node.iter():
+        token = (element.text or "").strip().lower()
+        if token.startswith("[") and token.endswith("]"):
+            token = token[1:-1].strip()
+        if token == _SMI_GPU_IS_LOST.lower():
+            return True
+    return False
+
+
+def _smi_printed_lost(gpus):
+    """Lost entries for the GPUs nvidia-smi printed with 'GPU is lost' in place of their values."""
+    return [{"pci_address": gpu["pci_address"], "gpu_index": gpu["index"], "source": "nvidia_smi",
+             "message": "nvidia-smi: %s" % _SMI_GPU_IS_LOST}
+            for gpu in gpus if gpu["error"] == _SMI_GPU_IS_LOST]
+
+
+def _merge_lost(named, printed):
+    """The GPUs nvidia-smi named as lost in its lines, with those it printed as lost: one entry per GPU,
+    the printed one's index added to the line's entry of the same address."""
+    lost = [dict(entry) for entry in named]
+    for entry in printed:
+        same = next((known for known in lost if entry["pci_address"] and known["pci_address"] == entry["pci_address"]),
+                    None)
+        if same is None:
+            lost.append(dict(entry))
+        elif same.get("gpu_index") is None:
+            same["gpu_index"] = entry["gpu_index"]
+    return lost
 
 
 def _smi_fabric(block):
@@ -775,6 +815,7 @@ def query_nvidia_smi(run, executable):
                 partial = None
             if partial:
                 answer.update(_smi_answer_fields(partial))
+                answer["lost"] = _merge_lost(answer["lost"], _smi_printed_lost(partial["gpus"]))
         return answer
     try:
         parsed = parse_smi_xml(out[out.index("<"):] if "<" in (out or "") else out)
@@ -785,7 +826,8 @@ def query_nvidia_smi(run, executable):
         "message": None,
         # A GPU that cannot be opened is named on stderr (or before the XML)
         # while the others are printed and nvidia-smi may still exit 0.
-        "lost": parse_smi_lost(out[:out.index("<")] if "<" in (out or "") else "", err),
+        "lost": _merge_lost(parse_smi_lost(out[:out.index("<")] if "<" in (out or "") else "", err),
+                            _smi_printed_lost(parsed["gpus"])),
     }
     answer.update(_smi_answer_fields(parsed))
     needs_list = any(

@@ -101,8 +101,9 @@ attributes:
 notes:
   - Compute capability is only known through NVML; C(nvidia-smi -q -x) does not print it.
   - A GPU is lost when the driver names it lost (NVML C(GPU is lost); C(nvidia-smi)'s
-    C(Unable to determine the device handle) lines), when the PCI bus shows a GPU function
-    bound to the C(nvidia) driver or to none that the driver does not report, or when
+    C(Unable to determine the device handle) lines; C(GPU is lost) printed by C(nvidia-smi -q -x)
+    in place of any of a GPU's values, the GPU then staying listed with that C(error)), when the
+    PCI bus shows a GPU function bound to the C(nvidia) driver or to none that the driver does not report, or when
     C(nvidia-smi)'s attached GPU count exceeds the GPUs it prints. GPU functions bound to
     another driver (C(vfio-pci) for VMs, C(nouveau)) and SR-IOV virtual functions are not
     counted. Run the module on the host, not in a container that was given a subset of
@@ -252,7 +253,8 @@ ansible_facts:
               C(health) (the fabric's health summary, null where not reported).
             - C(xids) are the entries of RV(ansible_facts.nvidia.xid_events) of this GPU.
             - C(error) is null, or the driver's words for a fault of this GPU.
-            - GPUs the driver lost but still enumerates (NVML) stay listed with their C(error).
+            - GPUs the driver lost but still enumerates (NVML, or C(nvidia-smi) printing C(GPU is lost) in their
+              fields) stay listed with their C(error).
           type: list
           elements: dict
         lost_gpus:

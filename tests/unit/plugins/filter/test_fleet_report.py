@@ -20,6 +20,7 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_invent
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter.test_dra import published
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_nvml import H100_PCI
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_health import lost_in_fields
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_smi import fixture
 
 A100_MIG_XML = "telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml"
@@ -189,6 +190,20 @@ def test_gpu_lost_is_a_bad_row_naming_the_lost_gpu():
     assert [(g["index"], g["status"], g["severity"]) for g in row["gpu_health"]] == [
         (0, "healthy", "ok"), (1, "healthy", "ok"), (2, "healthy", "ok"), (3, "lost", "bad")]
     assert row["gpu_health"][0]["fabric"] == "completed, success"
+
+
+def test_a_gpu_nvidia_smi_prints_as_lost_is_a_lost_gpu_of_the_row():
+    """The A5000 pair's capture with 'GPU is lost' where the second GPU's values were: the driver still lists it."""
+    xml = lost_in_fields(fixture(A5000_PAIR_XML).decode("utf-8"), "00000000:C1:00.0")
+    facts = inv.summarise(inv.query_nvidia_smi(lambda argv: (0, xml, "") if argv[1:] == ["-q", "-x"] else (2, "", ""),
+                                               "nvidia-smi"), [], driver_installed=True, module_version=None)
+    row = fr.fleet_report({"n": facts})["rows"][0]
+    assert (row["state"], row["severity"], row["health_status"]) == ("gpu_lost", "bad", "unhealthy")
+    assert row["message"] == "1 of 2 GPUs lost: 0000:c1:00.0 (nvidia-smi: GPU is lost)"
+    assert row["health"] == ["GPU lost: nvidia-smi: GPU is lost"]
+    assert row["health_problems"] == "gpu_lost 0000:c1:00.0"
+    assert [(g["index"], g["pci_address"], g["status"], g["severity"]) for g in row["gpu_health"]] == [
+        (0, "0000:81:00.0", "healthy", "ok"), (1, "0000:c1:00.0", "lost", "bad")]
 
 
 def test_gpus_nvidia_smi_cannot_read_are_lost_rows_of_unknown_address():

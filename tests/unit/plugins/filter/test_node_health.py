@@ -19,6 +19,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.nvidia.plugins.filter import node_health as nh
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
+from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_health import lost_in_fields
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_smi import fixture
 
 A5000_PAIR_XML = "telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml"
@@ -199,6 +200,18 @@ def test_unhealthy_node_is_labelled_and_tainted_keeping_every_other_label_and_ta
     # A second run plans nothing.
     again = plan_one(fell_off_the_bus(), after)
     assert again["patch"] is None and again["changes"] == []
+
+
+def test_a_gpu_nvidia_smi_prints_as_lost_is_gated():
+    """The A5000 pair's capture with 'GPU is lost' where the second GPU's values were: the driver still lists it."""
+    xml = lost_in_fields(fixture(A5000_PAIR_XML).decode("utf-8"), "00000000:C1:00.0")
+    facts = inv.summarise(inv.query_nvidia_smi(lambda argv: (0, xml, "") if argv[1:] == ["-q", "-x"] else (2, "", ""),
+                                               "nvidia-smi"), [], driver_installed=True, module_version=None)
+    assert nh.node_health(facts)["status"] == "unhealthy"
+    entry = plan_one(facts, node("gpu-a"))
+    assert entry["patch"]["metadata"]["labels"] == {nh.HEALTH_LABEL: "unhealthy", nh.REASON_LABEL: "gpu_lost"}
+    assert entry["patch"]["spec"]["taints"] == [{"key": nh.TAINT_KEY, "value": "gpu_lost", "effect": "NoSchedule"}]
+    assert "taint gpufleet.nvidia.com/gpu-unhealthy=gpu_lost:NoSchedule" in entry["changes"]
 
 
 def test_healthy_node_is_labelled_healthy_and_not_tainted():

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import ctypes
 import os
+import re
 
 import pytest
 
@@ -498,6 +499,57 @@ def test_nvidia_smi_lost_lines_are_read_from_stderr_of_a_run_that_printed_the_ot
     assert facts["lost_gpus"] == [{"pci_address": "0000:c1:00.0", "gpu_index": None, "source": "nvidia_smi",
                                    "message": "nvidia-smi: Unknown Error"}]
     assert facts["message"] == "1 of 2 GPUs lost: 0000:c1:00.0 (nvidia-smi: Unknown Error)"
+
+
+def lost_in_fields(xml, bus_id, elements=None):
+    """The capture with 'GPU is lost' in place of the values of the GPU at ``bus_id`` (every leaf value, or
+    only those of ``elements``): how nvidia-smi -q -x prints a GPU the driver still enumerates but can no
+    longer read (NVML_ERROR_GPU_IS_LOST, whose text nvidia-smi prints where a value would be). No public
+    capture of such a document was found; the real capture is kept and only the values are replaced."""
+    start = xml.index('<gpu id="%s">' % bus_id)
+    end = xml.index("</gpu>", start)
+    names = "|".join(re.escape(name) for name in elements) if elements else r"[A-Za-z_0-9]+"
+    block = re.sub(r"<(%s)>[^<>]*</\1>" % names, lambda match: "<%s>GPU is lost</%s>" % (match.group(1), match.group(1)),
+                   xml[start:end])
+    return xml[:start] + block + xml[end:]
+
+
+@pytest.mark.parametrize("elements", [
+    None,                                                        # every value of the GPU
+    ("fb_memory_usage", "total", "gpu_temp", "gpu_util", "power_draw", "volatile"),  # a few of them
+    ("uuid",),
+])
+def test_gpu_is_lost_in_a_gpus_fields_is_a_lost_gpu(elements):
+    xml = lost_in_fields(fixture(A5000_PAIR_XML).decode("utf-8"), "00000000:C1:00.0", elements)
+    assert "GPU is lost" in xml
+    facts = smi_facts(xml)
+    assert facts["state"] == "gpu_lost"
+    assert facts["lost_gpus"] == [{"pci_address": "0000:c1:00.0", "gpu_index": 1, "source": "nvidia_smi",
+                                   "message": "nvidia-smi: GPU is lost"}]
+    assert facts["message"] == "1 of 2 GPUs lost: 0000:c1:00.0 (nvidia-smi: GPU is lost)"
+    assert facts["gpus"][1]["error"] == "GPU is lost"
+    assert facts["gpus"][0]["error"] is None
+    assert [(p["code"], p["pci_address"], p["gpu_index"]) for p in facts["health"]["problems"]] == [
+        ("gpu_lost", "0000:c1:00.0", 1)]
+    assert facts["health"]["status"] == "unhealthy"
+    # No 'GPU is lost' text reaches a value of the facts.
+    assert not [text for text in walk_strings(facts["gpus"]) if "lost" in text.lower() and text != "GPU is lost"]
+
+
+def test_gpu_is_lost_in_the_fields_of_a_run_that_failed_is_said_once():
+    # nvidia-smi exits 15 after printing the GPUs, with the lost one's line on stderr as well.
+    xml = lost_in_fields(fixture(A5000_PAIR_XML).decode("utf-8"), "00000000:C1:00.0")
+    stderr = "Unable to determine the device handle for GPU 0000:C1:00.0: GPU is lost.  Reboot the system to recover this GPU\n"
+    facts = smi_facts(xml, stderr=stderr, rc=15)
+    assert facts["state"] == "gpu_lost"
+    assert [(entry["pci_address"], entry["gpu_index"]) for entry in facts["lost_gpus"]] == [("0000:c1:00.0", 1)]
+
+
+def test_the_other_absent_value_words_are_not_a_lost_gpu():
+    xml = fixture(A5000_PAIR_XML).decode("utf-8")
+    for word in ("N/A", "Unknown Error", "[Not Supported]"):
+        facts = smi_facts(lost_in_fields(xml, "00000000:C1:00.0", ("gpu_temp",)).replace("GPU is lost", word))
+        assert (facts["state"], facts["lost_gpus"]) == ("ok", []), word
 
 
 def test_no_lost_gpu_without_an_answering_driver_or_without_a_pci_view():
