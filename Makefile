@@ -11,8 +11,8 @@ VENV        := $(CURDIR)/.venv
 PYTHON312   ?= $(shell pyenv root 2>/dev/null)/versions/3.12.1/bin/python3
 # The controller Python of the molecule run with the oldest ansible-core: Debian 12's own 3.11.
 PYTHON_OLDEST ?= $(firstword $(wildcard /usr/bin/python3.11) $(PYTHON312))
-# The controller Python of .venv (lint, the molecule run with the newest ansible-core, the simulated
-# cluster, the demo) and of ansible-test for 2.18 and newer: Debian 13's own python3.13, taken out of
+# The controller Python of .venv (lint, the molecule run with the newest ansible-core, the control
+# plane's tests, the demo) and of ansible-test for 2.18 and newer: Debian 13's own python3.13, taken out of
 # the Debian 13 test image by scripts/debian-python.sh (Debian builds it with profile-guided and
 # link-time optimisation, pyenv's builds have neither).
 DEBIAN13_PYTHON_DIR := $(CURDIR)/.venvs/debian13
@@ -259,10 +259,6 @@ controlplane-build:
 controlplane: venv controlplane-build
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/controlplane/tests
 
-# The simulated cluster's conformance tests, driven by kubectl and the kubernetes Python client.
-simcluster: venv
-	$(VENV)/bin/python -m pytest -q -n 3 --dist loadfile tests/simcluster/tests
-
 # Each scenario in turn with the ansible-core of the venv whose bin/ leads PATH.
 define run_scenarios
 	@for scenario in $(1); do \
@@ -310,8 +306,8 @@ bench-scale: setup
 bench-rerun: setup
 	$(VENV)/bin/python benchmarks/rerun_cost.py
 
-# gpu_device_plugin and gpu_smoke_test against 1, 300 and 1,000 simulated GPU nodes (tests/simcluster), and the smoke
-# test through DRA at 1 and 300 (BENCH_CLUSTER_ARGS, e.g. "--nodes 1,300 --rounds 1").
+# gpu_device_plugin and gpu_smoke_test against a test cluster (tests/controlplane) of 1, 300 and 1,000 kwok GPU
+# nodes, and the smoke test through DRA at 1 and 300 (BENCH_CLUSTER_ARGS, e.g. "--nodes 1,300 --rounds 1").
 bench-cluster: venv collections
 	$(VENV)/bin/python benchmarks/cluster_scale.py $(BENCH_CLUSTER_ARGS)
 

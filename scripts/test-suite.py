@@ -114,7 +114,6 @@ def build_jobs():
         Job("lint", "lint", make("lint"), needs=["venv", "collections"], estimate=150),
         Job("control plane build", "set-up", make("controlplane-build"), needs=["system"], estimate=400),
         Job("control plane", "cluster", make("controlplane"), needs=["venv", "control plane build"], estimate=60),
-        Job("simulator", "simulator", make("simcluster"), needs=["venv"], estimate=100),
         Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
     ]
     for core in cores:
@@ -237,7 +236,7 @@ def print_table(jobs, wall, busy, available, width, calibration):
     print(f"\n=== make test: each job's time (wall seconds, {width} at a time on {os.cpu_count()} CPUs;"
           " CPU: the seconds of its own processes, not of its containers)")
     print(f"{'stage':<10} {'job':<44} {'wall s':>7} {'CPU s':>7}  result")
-    for stage in ("set-up", "lint", "sanity", "units", "cluster", "simulator", "package", "molecule"):
+    for stage in ("set-up", "lint", "sanity", "units", "cluster", "package", "molecule"):
         for job in [j for j in rows if j.stage == stage]:
             cpu = "" if job.cpu is None else f"{job.cpu:.0f}"
             print(f"{stage:<10} {job.name:<44} {job.seconds:>7.0f} {cpu:>7}  {job.state}")
