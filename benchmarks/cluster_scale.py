@@ -64,8 +64,8 @@ element of the real RTX A5000 capture
 (telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml) repeated 8 times, with the
 H100 capture's product name, architecture, MIG mode, memory size, driver and
 CUDA versions, distinct minor numbers and PCI addresses, and the UUIDs the
-GPU side gives that node's GPUs (simcluster.gpus.node_gpus); the other
-readings (clocks, power, processes) stay the A5000's. The set-up checks that
+GPU side gives that node's GPUs (node_gpus of tests/controlplane/gpus.py);
+the other readings (clocks, power, processes) stay the A5000's. The set-up checks that
 every host's facts list exactly the UUIDs of its Node's GPUs, since
 gpu_device_plugin compares allocatable with the facts, gpu_dra_driver each
 node's ResourceSlice, and gpu_smoke_test cross-checks the UUIDs a pod prints
@@ -104,12 +104,12 @@ import yaml
 from kubernetes import config as kube_config
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SIMCLUSTER = os.path.join(REPO, "tests", "simcluster")
-sys.path.insert(0, SIMCLUSTER)
+CONTROLPLANE = os.path.join(REPO, "tests", "controlplane")
+sys.path.insert(0, CONTROLPLANE)
 
-from simcluster import gpus as sim_gpus  # noqa: E402  pylint: disable=wrong-import-position
+import gpus as gpu_model  # noqa: E402  pylint: disable=wrong-import-position
 
-TESTCLUSTER = os.path.join(REPO, "tests", "controlplane", "testcluster.py")
+TESTCLUSTER = os.path.join(CONTROLPLANE, "testcluster.py")
 
 FIXTURES = os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "fixtures", "nvidia-smi")
 CAPTURE = "nvgpuexp-capture-linux-h100-80gb-hbm3-driver-590.48.01.txt"
@@ -149,7 +149,7 @@ SETUP = """- name: Set-up, not timed - NVIDIA facts of every GPU host, through t
       gpufleet.nvidia.nvml_facts:
         source: nvidia_smi
 
-    - name: Check the facts list the GPUs of the simulated Node
+    - name: Check the facts list the GPUs of the host's Node
       ansible.builtin.assert:
         that:
           - ansible_facts['nvidia']['state'] == 'ok'
@@ -236,7 +236,7 @@ DRA_SMOKE_TEST = """- name: Timed - gpu_smoke_test through DRA
 STANDIN = """#!%s
 # STAND-IN for nvidia-smi, written by benchmarks/cluster_scale.py; NOT nvidia-smi.
 # `nvidia-smi -q -x` prints the XML generated for the benchmark ($GPUFLEET_BENCH_BOARD)
-# with this host's GPU UUIDs ($GPUFLEET_BENCH_UUIDS, as the simulated cluster derives them).
+# with this host's GPU UUIDs ($GPUFLEET_BENCH_UUIDS, as the test cluster's GPU side derives them).
 import os
 import sys
 
@@ -309,7 +309,7 @@ def write_inventory(path, names, workdir, dra=False):
     every GPU host is in gpu_dra_nodes too, with gpu_container_toolkit_cdi true, and the kubeconfig is the DRA
     cluster's."""
     spec = {"capture": CAPTURE, "count": GPUS_PER_NODE}
-    hosts = dict((name, {"bench_uuids": [gpu["uuid"] for gpu in sim_gpus.node_gpus(spec, name)]}) for name in names)
+    hosts = dict((name, {"bench_uuids": [gpu["uuid"] for gpu in gpu_model.node_gpus(spec, name)]}) for name in names)
     children = {"gpu_nodes": {"hosts": hosts}}
     if dra:
         children["gpu_dra_nodes"] = {"hosts": dict((name, {}) for name in names),
@@ -326,7 +326,7 @@ def write_inventory(path, names, workdir, dra=False):
 
 def prepare(workdir, names):
     os.makedirs(os.path.join(workdir, "bin"))
-    name = sim_gpus.node_gpus({"capture": CAPTURE, "count": GPUS_PER_NODE}, names[0])[0]["name"]
+    name = gpu_model.node_gpus({"capture": CAPTURE, "count": GPUS_PER_NODE}, names[0])[0]["name"]
     with open(os.path.join(workdir, "board.xml"), "w", encoding="utf-8") as handle:
         handle.write(board_xml(name))
     standin = os.path.join(workdir, "bin", "nvidia-smi")
@@ -473,9 +473,9 @@ def copy_facts(cache, names):
     prefix = first[0][:-len(names[0])]
     with open(os.path.join(cache, first[0]), encoding="utf-8") as handle:
         text = handle.read()
-    uuids = [gpu["uuid"] for gpu in sim_gpus.node_gpus(spec, names[0])]
+    uuids = [gpu["uuid"] for gpu in gpu_model.node_gpus(spec, names[0])]
     for name in names:
-        own = [gpu["uuid"] for gpu in sim_gpus.node_gpus(spec, name)]
+        own = [gpu["uuid"] for gpu in gpu_model.node_gpus(spec, name)]
         copy = text
         for old, new in zip(uuids, own):
             copy = copy.replace(old, new)

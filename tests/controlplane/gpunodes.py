@@ -25,8 +25,8 @@ a container's programs do there is played by this process, through the real API:
   disruption, so the real eviction API answers 429), `slow-pod-start delay=S` (programs end S
   seconds later), `api-errors count=C code=N [verb=] [path=]` (the fault proxy's rules).
 
-What a container prints and what the plugin advertises come from tests/simcluster/simcluster's
-gpus.py and programs.py (recorded captures, NVIDIA's documented plugin configuration).
+What a container prints and what the plugin advertises come from gpus.py and programs.py beside
+this file (recorded captures, NVIDIA's documented plugin configuration).
 
     python gpunodes.py --cluster FILE --kubeconfig ADMIN --state DIR
 """
@@ -49,9 +49,9 @@ from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "simcluster"))
-from simcluster import gpus as gpu_model  # noqa: E402  pylint: disable=wrong-import-position
-from simcluster import programs  # noqa: E402  pylint: disable=wrong-import-position
+sys.path.insert(0, str(HERE))
+import gpus as gpu_model  # noqa: E402  pylint: disable=wrong-import-position
+import programs  # noqa: E402  pylint: disable=wrong-import-position
 
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
 EXIT_CODE = "gpufleet.test/exit-code"

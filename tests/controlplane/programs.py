@@ -1,4 +1,4 @@
-"""What a simulated container runs, decided by its command (or its image's entrypoint).
+"""What a container of the test cluster's nodes runs, decided by its command (or its image's entrypoint).
 
 Daemons (NVIDIA's device plugin, gpu-feature-discovery, the config manager,
 the MPS control daemon, ``sleep infinity``, unknown images) run until stopped.
@@ -12,7 +12,7 @@ redirections, ``$?`` and ``status=$?`` variables, ``cat``, ``echo``, ``exit``,
 import re
 import shlex
 
-from . import gpus as gpu_model
+import gpus as gpu_model  # tests/controlplane, on sys.path beside this file
 
 # Scripts that images run and end (name -> what they print): the DRA driver's init container checks the
 # driver root (deployments/container/kubelet-plugin-prestart.sh). STAND-IN: it always finds the driver.
@@ -93,7 +93,7 @@ def _nvidia_smi(args, ctx):
         return "No devices were found\n", "", 6
     if args in (["-L"], ["--list-gpus"]):
         return gpu_model.list_output(ctx.devices), "", 0
-    return "", f"stand-in: nvidia-smi {' '.join(args)} is not simulated; only -L is\n", 2
+    return "", f"stand-in: nvidia-smi {' '.join(args)} is not modelled here; only -L is\n", 2
 
 
 def _simple(words, ctx, variables):

@@ -1,4 +1,4 @@
-"""The GPUs of simulated nodes, NVIDIA's device plugin, and what a container sees.
+"""The GPUs of the test cluster's nodes, NVIDIA's device plugin, and what a container sees.
 
 A node's GPUs come from a recorded capture: the ``nvidia-smi -L`` section of a
 multi-command text capture, or the product names and UUIDs of an
@@ -22,7 +22,7 @@ import xml.etree.ElementTree as ET
 
 import yaml
 
-CAPTURE_DIRS = [os.path.join(os.path.dirname(__file__), "..", "..", "unit", "plugins", "module_utils",
+CAPTURE_DIRS = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "unit", "plugins", "module_utils",
                              "fixtures", "nvidia-smi")]
 _GPU_LINE = re.compile(r"^GPU (\d+): (.*) \(UUID: (GPU-[0-9a-fA-F-]+)\)\s*$")
 _MIG_LINE = re.compile(r"^\s+MIG (\S+)\s+Device\s+(\d+): \(UUID: (MIG-[0-9a-fA-F-]+)\)\s*$")
