@@ -280,8 +280,11 @@ molecule: venv collections mirrors ssh-key
 # told by GPUFLEET_TEST_CONTROLLER), the parts of a verify that judge the node's side alone
 # (gpu_driver_fabric's kernel that arrives later) and gpu_cluster's 40 s of refused evictions;
 # verify's fast re-runs after a drift run on both.
+# Their test clusters run the oldest Kubernetes the collection supports (tests/controlplane/
+# versions.env: KUBERNETES_OLDEST_VERSION), the newest controller's the newest.
 molecule-oldest: export PATH := $(OLDEST)/bin:$(PATH)
 molecule-oldest: export GPUFLEET_TEST_CONTROLLER := oldest
+molecule-oldest: export GPUFLEET_TEST_KUBERNETES := oldest
 molecule-oldest: $(OLDEST)/.installed collections mirrors ssh-key
 	@for scenario in $(SCENARIOS_OLDEST); do \
 		echo "=== molecule converge and verify -s $$scenario, $$(ansible --version | head -1)"; \

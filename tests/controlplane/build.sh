@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Build the test control plane's binaries at the pinned versions (tests/controlplane/versions.env)
 # from the Go module proxy, through the wrapper modules of tests/controlplane/modules/, into
-#   .cache/controlplane/bin/  kube-apiserver kube-controller-manager kube-scheduler kwok etcd
+#   .cache/controlplane/bin/                kube-apiserver kube-controller-manager kube-scheduler
+#                                           (KUBERNETES_VERSION), kwok, etcd
+#   .cache/controlplane/kubernetes-oldest/  kube-apiserver kube-controller-manager kube-scheduler
+#                                           (KUBERNETES_OLDEST_VERSION)
 # Go's own caches (GOMODCACHE, GOCACHE) keep the downloaded modules and compiled packages, so a
 # second build on the same machine (any clone) only links. A binary whose stamp (versions and
 # go.sum) matches is kept as it is. etcd comes from Debian's archive (etcd-server of trixie).
@@ -18,26 +21,39 @@ command -v go >/dev/null || { echo "go not found on PATH: the test control plane
 ./update-modules.sh --check
 
 stamp() { cat versions.env "modules/$1/go.mod" "modules/$1/go.sum" build.sh | sha256sum | cut -c1-16; }
-fresh() { [ -x "$out/$2" ] && [ "$(cat "$out/.$2.stamp" 2>/dev/null)" = "$(stamp "$1")" ]; }
+fresh() {  # module, binary[, folder]
+    local dir=${3:-$out}
+    [ -x "$dir/$2" ] && [ "$(cat "$dir/.$2.stamp" 2>/dev/null)" = "$(stamp "$1")" ]
+}
 timed() {  # name, command...: run it, print its wall and CPU seconds
     local name=$1; shift
     /usr/bin/time -f "build $name: %e s wall, %U s user, %S s system, %M KiB peak" "$@"
 }
 
 # kube-apiserver, kube-controller-manager, kube-scheduler: stamped as upstream's hack/lib/version.sh
-# stamps them, so that /version and --version say the pinned release.
-if ! fresh kubernetes kube-scheduler || ! fresh kubernetes kube-apiserver || ! fresh kubernetes kube-controller-manager; then
-    minor=${KUBERNETES_VERSION#v1.}; minor=${minor%%.*}
-    ldflags="-s -w"
-    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-        ldflags="$ldflags -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-        ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
-    done
-    (cd modules/kubernetes && timed kubernetes go build -tags selinux,notest,grpcnotrace -ldflags "$ldflags" -o "$out/" \
-        k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
-    for binary in kube-apiserver kube-controller-manager kube-scheduler; do stamp kubernetes > "$out/.$binary.stamp"; done
-fi
-"$out/kube-apiserver" --version
+# stamps them, so that /version and --version say the pinned release. The newest release goes to
+# $out with kwok and etcd; the oldest supported one to its own folder beside it.
+build_kubernetes() {  # wrapper module, version, folder
+    local module=$1 version=$2 dir=$3 minor ldflags pkg binary
+    mkdir -p "$dir"
+    if ! fresh "$module" kube-scheduler "$dir" || ! fresh "$module" kube-apiserver "$dir" \
+            || ! fresh "$module" kube-controller-manager "$dir"; then
+        minor=${version#v1.}; minor=${minor%%.*}
+        ldflags="-s -w"
+        for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+            ldflags="$ldflags -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+            ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+        done
+        (cd "modules/$module" && timed "kubernetes $version" go build -tags selinux,notest,grpcnotrace -ldflags "$ldflags" \
+            -o "$dir/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+            k8s.io/kubernetes/cmd/kube-scheduler)
+        for binary in kube-apiserver kube-controller-manager kube-scheduler; do stamp "$module" > "$dir/.$binary.stamp"; done
+    fi
+    "$dir/kube-apiserver" --version
+}
+build_kubernetes kubernetes "$KUBERNETES_VERSION" "$out"
+# CONTROLPLANE_NEWEST_ONLY=1 skips it (a developer's quick build; make test builds both)
+[ -n "${CONTROLPLANE_NEWEST_ONLY:-}" ] || build_kubernetes kubernetes-oldest "$KUBERNETES_OLDEST_VERSION" "$(dirname "$out")/kubernetes-oldest"
 
 if ! fresh kwok kwok; then
     (cd modules/kwok && timed kwok go build -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" -o "$out/" sigs.k8s.io/kwok/cmd/kwok)

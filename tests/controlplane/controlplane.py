@@ -166,8 +166,9 @@ def component_args(name, bindir, state, ports, settings):
                 f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
                 f"--initial-cluster=gpufleet-test=http://127.0.0.1:{ports['etcd-peer']}",
                 "--listen-metrics-urls=", "--log-level=warn", "--quota-backend-bytes=4294967296"]
+    kubernetes_bin = settings.get("kubernetes_bin") or bindir
     if name == "kube-apiserver":
-        return [bindir / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
+        return [kubernetes_bin / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
                 "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={ports['kube-apiserver']}",
                 # the `kubernetes` Service cannot point at a loopback address (as kwokctl runs it)
                 "--endpoint-reconciler-type=none",
@@ -190,7 +191,7 @@ def component_args(name, bindir, state, ports, settings):
     common = ["--bind-address=127.0.0.1", "--leader-elect=false", always_allow,
               f"--tls-cert-file={pki / 'components-serving.crt'}", f"--tls-private-key-file={pki / 'components-serving.key'}"]
     if name == "kube-controller-manager":
-        return [bindir / "kube-controller-manager", *common, f"--secure-port={ports['kube-controller-manager']}",
+        return [kubernetes_bin / "kube-controller-manager", *common, f"--secure-port={ports['kube-controller-manager']}",
                 f"--kubeconfig={kube / 'kube-controller-manager.kubeconfig'}",
                 f"--authentication-kubeconfig={kube / 'kube-controller-manager.kubeconfig'}",
                 f"--authorization-kubeconfig={kube / 'kube-controller-manager.kubeconfig'}",
@@ -201,7 +202,7 @@ def component_args(name, bindir, state, ports, settings):
                 *([f"--node-monitor-grace-period={settings['node_grace']}s"] if settings["node_grace"] else []),
                 *settings.get("controller_manager_args", [])]
     if name == "kube-scheduler":
-        return [bindir / "kube-scheduler", *common, f"--secure-port={ports['kube-scheduler']}",
+        return [kubernetes_bin / "kube-scheduler", *common, f"--secure-port={ports['kube-scheduler']}",
                 f"--kubeconfig={kube / 'kube-scheduler.kubeconfig'}",
                 f"--authentication-kubeconfig={kube / 'kube-scheduler.kubeconfig'}",
                 f"--authorization-kubeconfig={kube / 'kube-scheduler.kubeconfig'}"]
@@ -365,13 +366,15 @@ def serve(args):
     """Start everything, write endpoints.json, then watch until told to stop or a component dies."""
     state = pathlib.Path(args.state).resolve()
     bindir = pathlib.Path(args.bin).resolve()
+    kubernetes_bin = pathlib.Path(args.kubernetes_bin).resolve() if args.kubernetes_bin else bindir
     for name in BINARIES:
-        if not os.access(bindir / name, os.X_OK):
-            raise ControlPlaneError(f"{bindir / name} not found: build the control plane first (tests/controlplane/build.sh)")
+        path = (kubernetes_bin if name.startswith("kube-") else bindir) / name
+        if not os.access(path, os.X_OK):
+            raise ControlPlaneError(f"{path} not found: build the control plane first (tests/controlplane/build.sh)")
     (state / "logs").mkdir(parents=True, exist_ok=True)
     etcd_dir = pathlib.Path(args.etcd_dir) if args.etcd_dir else state / "etcd"
     shutil.rmtree(etcd_dir, ignore_errors=True)
-    settings = {"etcd_dir": etcd_dir, "node_grace": args.node_grace, "lease_seconds": args.lease_seconds,
+    settings = {"kubernetes_bin": kubernetes_bin, "etcd_dir": etcd_dir, "node_grace": args.node_grace, "lease_seconds": args.lease_seconds,
                 "gpu_nodes": args.gpu_nodes, "gpu_nodes_python": args.gpu_nodes_python,
                 "apiserver_args": args.apiserver_arg, "controller_manager_args": args.controller_manager_arg}
     pki = state / "pki"
@@ -520,6 +523,8 @@ def parser():
         cmd = sub.add_parser(name)
         cmd.add_argument("--state", required=True, help="folder for certificates, kubeconfigs, logs")
         cmd.add_argument("--bin", default=str(DEFAULT_BIN), help="folder of the built binaries")
+        cmd.add_argument("--kubernetes-bin", help="folder of kube-apiserver, kube-controller-manager and kube-scheduler "
+                                                  "of another release (default: --bin's), e.g. .cache/controlplane/kubernetes-oldest")
         cmd.add_argument("--ttl", type=float, default=0, help="stop everything after this many seconds")
         cmd.add_argument("--user", action="append", default=[], help="a user to make a kubeconfig for (no RBAC)")
         cmd.add_argument("--etcd-dir", help="etcd's data folder (default STATE/etcd; /dev/shm/... for speed)")

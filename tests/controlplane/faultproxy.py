@@ -15,7 +15,10 @@ Faults are rules read from FAULTS (a JSON file, re-read when it changes):
     [{"code": 500, "count": 2, "verb": "PATCH", "path": "^/api/v1/nodes/gpu-a$", "retryAfter": 1}]
 `count` requests that match the verb (any when absent) and the path's regular expression (on the
 URL path, without the query) get `code`; the rule is then spent. Spent counts are written back
-to the file (`hits`), so a test can tell that its fault was met.
+to the file (`hits`), so a test can tell that its fault was met. A rule with `version` instead
+of `code` passes the request on and rewrites the answer as a server of that release would write
+it ({"version": "v1.33.4", "path": "^/version/?$", "count": 1000}): an API server older than the
+one built here, for the refusals that depend on the server's version alone.
 
 It also counts the requests it sees, by verb and path: GET /gpufleet-test/v1/stats answers them
 (DELETE counts from zero again), for an administrator (group system:masters) only.
@@ -91,6 +94,21 @@ def status_body(code, verb, path, message=None):
             "code": code}
 
 
+def older_version(payload, git_version):
+    """The API server's /version answer as a server of another release writes it: gitVersion,
+    major and minor of that release, and without the emulation and compatibility versions that
+    only 1.33 and later report."""
+    info = json.loads(payload)
+    major, minor = re.match(r"v?(\d+)\.(\d+)", git_version).groups()
+    info.update(major=major, minor=minor, gitVersion=git_version)
+    if (int(major), int(minor)) < (1, 33):
+        for key in ("emulationMajor", "emulationMinor", "minCompatibilityMajor", "minCompatibilityMinor"):
+            info.pop(key, None)
+    else:
+        info.update(emulationMajor=major, emulationMinor=minor)
+    return json.dumps(info, indent=2).encode()
+
+
 def identity(cert):
     """User and groups of a client certificate, as kube-apiserver's x509 authenticator reads them."""
     user, groups = None, []
@@ -122,7 +140,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = self._read_chunked()
         rule = cfg.faults.take(self.command, path)
-        if rule:
+        version = rule.get("version") if rule else None
+        if rule and not version:
             if rule.get("delay"):
                 time.sleep(float(rule["delay"]))
             payload = json.dumps(status_body(rule["code"], self.command, path, rule.get("message"))).encode()
@@ -159,9 +178,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if key.lower() not in HOP_BY_HOP and key.lower() != "content-length":
                     self.send_header(key, value)
             if length is not None:
-                self.send_header("Content-Length", length)
+                payload = response.read()
+                if version and response.status == 200:
+                    payload = older_version(payload, version)
+                self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(response.read())
+                self.wfile.write(payload)
             else:
                 self.send_header("Transfer-Encoding", "chunked")
                 self.end_headers()

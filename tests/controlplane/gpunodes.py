@@ -23,7 +23,8 @@ a container's programs do there is played by this process, through the real API:
   manager's node lifecycle controller marks it Unknown after its grace period),
   `eviction-refused seconds=S [namespace=] [pod=]` (a PodDisruptionBudget that allows no
   disruption, so the real eviction API answers 429), `slow-pod-start delay=S` (programs end S
-  seconds later), `api-errors count=C code=N [verb=] [path=]` (the fault proxy's rules).
+  seconds later), `api-errors count=C code=N [verb=] [path=]` (the fault proxy's rules),
+  `server-version git=v1.33.4` (/version answered as by that release: the proxy rewrites it).
 
 What a container prints and what the plugin advertises come from gpus.py and programs.py beside
 this file (recorded captures, NVIDIA's documented plugin configuration).
@@ -176,6 +177,11 @@ def start_fault(api, state, fault):
                 rule[key] = fault[key]
         write_proxy_rules(state, proxy_rules(state) + [rule])
         return
+    if kind == "server-version":
+        # /version answered as by another release (the proxy rewrites the real answer)
+        rule = {"version": str(fault["git"]), "path": "^/version/?$", "verb": "GET", "count": int(fault.get("count", 100000))}
+        write_proxy_rules(state, proxy_rules(state) + [rule])
+        return
     if kind == "node-not-ready":
         # The node's Lease is taken from kwok and never renewed: kwok stops managing the Node (a
         # Lease it does not hold makes the node read-only to it), and kube-controller-manager's
@@ -188,7 +194,7 @@ def start_fault(api, state, fault):
         refuse_evictions(api, fault)
     elif kind not in ("gpu-lost", "plugin-crashloop", "slow-pod-start"):
         raise ValueError(f"unknown fault type {kind!r}: node-not-ready, gpu-lost, plugin-crashloop, "
-                         "eviction-refused, api-errors, slow-pod-start")
+                         "eviction-refused, api-errors, server-version, slow-pod-start")
     write_faults(state, read_faults(state) + [fault])
 
 
@@ -293,7 +299,8 @@ def clear_faults(api, state):
 
 def active_faults(state):
     """The faults in force: the file's, and the proxy's rules not yet spent (as api-errors)."""
-    rules = [dict(rule, type="api-errors") for rule in proxy_rules(state) if rule.get("hits", 0) < rule.get("count", 1)]
+    rules = [dict(rule, type="server-version" if rule.get("version") else "api-errors")
+             for rule in proxy_rules(state) if rule.get("hits", 0) < rule.get("count", 1)]
     return read_faults(state) + rules
 
 

@@ -2,21 +2,27 @@
 scenarios, the demo and the benchmarks use.
 
     testcluster.py start --cluster FILE --kubeconfig OUT [--state DIR] [--ttl SECONDS] [--user NAME ...]
+                         [--kubernetes newest|oldest]
         start the control plane (controlplane.py), write the file's Nodes (kwok's), namespaces
         and objects, start the GPU nodes' stand-in (gpunodes.py), write OUT (an administrator's
-        kubeconfig, through the fault proxy); returns once all of it is ready
+        kubeconfig, through the fault proxy); returns once all of it is ready.
+        Each user (--user, and the file's `users` list) gets DIR/users/NAME.kubeconfig; a user
+        named after a part of rbac/clusterroles.yaml (gpu_device_plugin, gpu_smoke_test, health,
+        site-cluster, upgrade_driver, ...) is bound to that part's ClusterRole and to nothing else.
+        --kubernetes oldest (or GPUFLEET_TEST_KUBERNETES=oldest) runs the oldest supported release
+        (versions.env's KUBERNETES_OLDEST_VERSION) in place of the newest
     testcluster.py stop [--state DIR]
     testcluster.py fault --kubeconfig FILE TYPE [key=value ...]
         node-not-ready node=N, gpu-lost node=N gpus=1, plugin-crashloop node=N,
         eviction-refused seconds=30 [namespace= pod=], api-errors count=3 code=500 [verb= path=],
-        slow-pod-start delay=5
+        slow-pod-start delay=5, server-version git=v1.33.4
     testcluster.py faults --kubeconfig FILE [--clear]
         the faults in force as JSON ({"faults": [...]}), or end them all
 
-The cluster file is the one tests/simcluster reads (nodes with labels, taints, capacity, GPUs
-from a capture, runtime; namespaces; objects; faults; timing). `timing` may set
-`nodeMonitorGracePeriod` (seconds, kube-controller-manager's; kwok's Node Leases are made short
-enough for it) and `pluginRegister`; `apiServerArgs` adds kube-apiserver flags.
+The cluster file: nodes (labels, taints, capacity, GPUs from a capture, runtime), namespaces,
+objects, faults, timing, users. `timing` may set `nodeMonitorGracePeriod` (seconds,
+kube-controller-manager's; kwok's Node Leases are made short enough for it) and
+`pluginRegister`; `apiServerArgs` adds kube-apiserver flags; `users` names users to make (above).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import subprocess
 import sys
 
 import yaml
-from kubernetes import config
+from kubernetes import client, config
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -51,12 +57,17 @@ def start(args):
         argv += ["--node-grace", str(grace)]
     if args.ttl:
         argv += ["--ttl", str(args.ttl)]
-    # flags of kube-apiserver the file asks for (e.g. --runtime-config=resource.k8s.io/v1=false)
+    if args.kubernetes == "oldest":
+        argv += ["--kubernetes-bin", str(HERE.parent.parent / ".cache" / "controlplane" / "kubernetes-oldest")]
+    # flags of kube-apiserver the file asks for (e.g. --feature-gates=...; a 1.37 server with
+    # --runtime-config=resource.k8s.io/v1=false never gets ready: its own informers wait for ResourceSlices)
     for flag in description.get("apiServerArgs") or []:
         argv += [f"--apiserver-arg={flag}"]
-    for user in args.user:
+    users = list(dict.fromkeys(args.user + [str(user) for user in description.get("users") or []]))
+    for user in users:
         argv += ["--user", user]
     subprocess.run(argv, check=True)
+    bind_users(pathlib.Path(args.state), users)
     admin = json.loads((pathlib.Path(args.state) / "admin.kubeconfig").read_text())
     admin["clusters"][0]["cluster"]["extensions"] = [
         {"name": STATE_EXTENSION, "extension": {"path": str(pathlib.Path(args.state).resolve())}}]
@@ -67,6 +78,32 @@ def start(args):
     partial.chmod(0o600)
     partial.replace(out)
     print(f"testcluster: kubeconfig {out}")
+
+
+def part_roles():
+    """The ClusterRoles of rbac/clusterroles.yaml by part name (gpufleet-test:PART)."""
+    listing = yaml.safe_load((HERE / "rbac" / "clusterroles.yaml").read_text())
+    return {item["metadata"]["name"].split(":", 1)[1]: item for item in listing["items"]}
+
+
+def bind_users(state, users):
+    """Bind each user named after a part to that part's ClusterRole alone (a ClusterRoleBinding,
+    since every part reads cluster-scoped objects); other users keep no permission at all."""
+    roles = part_roles()
+    parts = [user for user in users if user in roles]
+    if not parts:
+        return
+    rbac = client.RbacAuthorizationV1Api(admin_api(state))
+    for part in parts:
+        role = roles[part]
+        name = role["metadata"]["name"]
+        rbac.create_cluster_role(body=role)
+        rbac.create_cluster_role_binding(body={
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": part}]})
+    print(f"testcluster: users bound to their part's ClusterRole only: {', '.join(parts)}")
 
 
 def state_of(kubeconfig):
@@ -113,6 +150,10 @@ def main(argv=None):
     command.add_argument("--state", default=default_state)
     command.add_argument("--ttl", type=int, default=0)
     command.add_argument("--user", action="append", default=[])
+    command.add_argument("--kubernetes", choices=["newest", "oldest"],
+                         default=os.environ.get("GPUFLEET_TEST_KUBERNETES") or "newest",
+                         help="the release of kube-apiserver, controller manager and scheduler (versions.env: "
+                              "KUBERNETES_VERSION or KUBERNETES_OLDEST_VERSION; default $GPUFLEET_TEST_KUBERNETES, else newest)")
     command = commands.add_parser("stop")
     command.add_argument("--state", default=default_state)
     command = commands.add_parser("fault")

@@ -17,21 +17,25 @@ check=false
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
-# The go directive, godebug line and staging modules of the pinned tag's go.mod.
-gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" \
-    | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error")))')
-go_directive=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$gomod")
-godebug=$(sed -n 's/^godebug \(.*\)$/\1/p' "$gomod")
-staging=$(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => \./staging/src/.*#\1#p' "$gomod")
-[ -n "$staging" ] || { echo "no staging replace directives found in $gomod" >&2; exit 1; }
-staging_version=v0.${KUBERNETES_VERSION#v1.}
+# The go directive, godebug line and staging modules of a Kubernetes tag's go.mod, read into
+# go_directive, godebug and staging (and staging_version, the staging modules' matching v0.x tag).
+read_tag() {
+    local gomod
+    gomod=$(go mod download -json "k8s.io/kubernetes@$1" \
+        | python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error")))')
+    go_directive=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$gomod")
+    godebug=$(sed -n 's/^godebug \(.*\)$/\1/p' "$gomod")
+    staging=$(sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => \./staging/src/.*#\1#p' "$gomod")
+    [ -n "$staging" ] || { echo "no staging replace directives found in $gomod" >&2; exit 1; }
+    staging_version=v0.${1#v1.}
+}
 
-write_kubernetes() {
+write_kubernetes() {  # module name, Kubernetes version (read_tag run for it)
     cat <<GOMOD
 // A wrapper module that exists only to build kube-apiserver, kube-controller-manager,
-// kube-scheduler and kubelet $KUBERNETES_VERSION for the tests, from the Go module proxy.
+// kube-scheduler and kubelet $2 for the tests, from the Go module proxy.
 // Written by tests/controlplane/update-modules.sh from the tag's own go.mod: do not edit.
-module gpufleet.test/controlplane/kubernetes
+module gpufleet.test/controlplane/$1
 
 go $go_directive
 
@@ -44,7 +48,7 @@ tool (
 	k8s.io/kubernetes/cmd/kubelet
 )
 
-require k8s.io/kubernetes $KUBERNETES_VERSION
+require k8s.io/kubernetes $2
 
 replace (
 GOMOD
@@ -87,11 +91,16 @@ for debug in d.get("Godebug") or []:
 }
 
 status=0
-for name in kubernetes kwok; do
+# kubernetes: the newest release (KUBERNETES_VERSION), which runs every test; kubernetes-oldest:
+# the oldest release the collection supports (KUBERNETES_OLDEST_VERSION); kwok last, with the
+# newest's go directive.
+for name in kubernetes-oldest kubernetes kwok; do
     case $name in
-        kubernetes) want=$(write_kubernetes) ;;
+        kubernetes-oldest) read_tag "$KUBERNETES_OLDEST_VERSION"; want=$(write_kubernetes "$name" "$KUBERNETES_OLDEST_VERSION") ;;
+        kubernetes) read_tag "$KUBERNETES_VERSION"; want=$(write_kubernetes "$name" "$KUBERNETES_VERSION") ;;
         kwok) want=$(write_kwok) ;;
     esac
+    mkdir -p modules/$name
     if $check; then
         scratch=$(mktemp -d)
         echo "$want" > "$scratch/go.mod"
