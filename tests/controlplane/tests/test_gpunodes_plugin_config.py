@@ -3,8 +3,8 @@
 whose config file comes from a ConfigMap, rolled by the real DaemonSet controller each time the
 ConfigMap changes, on kwok Nodes whose GPUs are recorded nvidia-smi captures (gpunodes.py): the
 mixed MIG strategy, the single strategy refusing a GPU of mixed profiles, time-slicing renamed to
-nvidia.com/gpu.shared, and a node whose MIG layout changed advertising it once its plugin starts
-again. Driven only through the kubernetes Python client."""
+nvidia.com/gpu.shared, a plugin without the NVIDIA runtime, and a node whose MIG layout changed
+advertising it once its plugin starts again. Driven only through the kubernetes Python client."""
 
 import datetime
 import pathlib
@@ -260,6 +260,27 @@ def test_time_slicing_renamed_by_default(core, apps):
         [renumber(line, 0) for line in capture_lines(L40S)]
     for number in range(1, 4):
         core.delete_namespaced_pod(f"holder-{number}", "default", grace_period_seconds=0)
+
+
+def test_the_plugin_without_the_nvidia_runtime_crash_loops(core):
+    """NVIDIA's image brings no NVML: only the NVIDIA runtime puts it into the container, so the
+    plugin under the node's default runc finds no GPU and, failing on init errors, restarts."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "runc-plugin"},
+           "spec": dict(plugin_spec("nvdp-config"), nodeName="l40s-node")}
+    del pod["spec"]["runtimeClassName"]
+    core.create_namespaced_pod(PLUGIN_NS, pod)
+
+    def crash_looping():
+        statuses = core.read_namespaced_pod("runc-plugin", PLUGIN_NS).status.container_statuses or []
+        waiting = statuses[0].state.waiting if statuses else None
+        return statuses[0] if waiting and waiting.reason == "CrashLoopBackOff" else None
+
+    status = wait_for(crash_looping, what="the plugin under runc in CrashLoopBackOff")
+    assert status.last_state.terminated.exit_code == 1
+    assert "did you configure the NVIDIA Container Toolkit?" in status.last_state.terminated.message
+    # the node's own plugin (the DaemonSet's, under the NVIDIA runtime) keeps advertising
+    assert allocatable(core, "l40s-node")["nvidia.com/gpu.shared"] == "4"
+    core.delete_namespaced_pod("runc-plugin", PLUGIN_NS, grace_period_seconds=0)
 
 
 def mig_allocatable(core):
