@@ -555,6 +555,42 @@ def driver_reboot_reasons(facts, nouveau_loaded=False, module_changed=False, ker
     return reasons
 
 
+def _installed_version(installed, name):
+    version = (installed or {}).get(name)
+    if isinstance(version, list):  # package_facts: a list of {name, version, ...}
+        version = version[0].get("version") if version else None
+    return str(version) if version else None
+
+
+def _versioned(packages, unversioned="", branch_only=()):
+    """The packages released with the driver, at its version: not those that follow the kernel or their own."""
+    unversioned_re = re.compile(unversioned) if unversioned else None
+    return [name for name in packages or []
+            if not (unversioned_re is not None and unversioned_re.search(name)) and name not in (branch_only or ())]
+
+
+def driver_version_mix(packages, installed, version_glob, unversioned="", branch_only=()):
+    """The driver's packages installed at versions that disagree: {"packages": {name: installed version},
+    "version": the upstream version to bring them all to}, or {} when they agree (or at most one is installed).
+
+    Only the packages released with the driver count (not those matching ``unversioned`` or in ``branch_only``).
+    The version is the newest installed one that matches ``version_glob`` (the pin): nothing moves past what
+    is already there; '' when none matches.
+    """
+    found = {}
+    for name in _versioned(packages, unversioned, branch_only):
+        version = _installed_version(installed, name)
+        if version:
+            found[name] = version
+    if len(set(driver_upstream(version) for version in found.values())) < 2:
+        return {}
+    target = ""
+    for version in found.values():
+        if fnmatch.fnmatchcase(version.split(":", 1)[-1], version_glob) and (not target or dpkg_compare(version, target) > 0):
+            target = version
+    return {"packages": found, "version": driver_upstream(target)}
+
+
 def driver_install_specs(packages, installed, version_glob, branch_glob, unversioned="", branch_only=()):
     """apt ``name=version`` requests for the driver packages.
 
@@ -565,18 +601,22 @@ def driver_install_specs(packages, installed, version_glob, branch_glob, unversi
     regex (kernel headers, Canonical's kernel-bound module metapackages) get
     no version; those in ``branch_only`` (released on their own, such as
     Debian's nvidia-persistenced) follow the branch, not an exact version.
+    Packages of the driver installed at versions that disagree (driver_version_mix) are all requested at the
+    newest of them within the pin, so that a mixed install is put right rather than kept.
     """
     unversioned_re = re.compile(unversioned) if unversioned else None
+    mix = driver_version_mix(packages, installed, version_glob, unversioned, branch_only)
     specs = []
     for name in packages:
         if unversioned_re is not None and unversioned_re.search(name):
             specs.append(name)
             continue
+        if mix.get("version") and name not in branch_only:
+            specs.append("%s=%s-*" % (name, mix["version"]))
+            continue
         glob = branch_glob if name in branch_only else version_glob
-        version = (installed or {}).get(name)
-        if isinstance(version, list):  # package_facts: a list of {name, version, ...}
-            version = version[0].get("version") if version else None
-        if version and fnmatch.fnmatchcase(str(version).split(":", 1)[-1], glob):
+        version = _installed_version(installed, name)
+        if version and fnmatch.fnmatchcase(version.split(":", 1)[-1], glob):
             specs.append("%s=%s" % (name, version))
         else:
             specs.append("%s=%s" % (name, glob))
@@ -687,5 +727,6 @@ class FilterModule(object):
             "driver_end_of_life_summary": driver_end_of_life_summary,
             "driver_reboot_reasons": driver_reboot_reasons,
             "driver_install_specs": driver_install_specs,
+            "driver_version_mix": driver_version_mix,
             "openpgp_fingerprints": openpgp_fingerprints,
         }

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import kubelet_plan
+from ansible_collections.gpufleet.nvidia.plugins.filter import driver_plan, kubelet_plan
 from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, Templar, evaluate_conditional, load_yaml
 
 ROLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles"))
@@ -138,3 +138,50 @@ def test_gpu_mig_refuses_a_layout_change_under_nvidias_dra_driver(changes, check
     names = [t.get("name") for t in load_yaml(LOADER, os.path.join(ROLES, "gpu_mig", "tasks", "apply.yml"))]
     assert names.index("Read what NVIDIA's DRA driver publishes for the node") < names.index(task["name"]) < names.index(
         "Refuse to change the layout under GPU pods") < names.index("Install the program that applies the layout")
+
+
+MIXED = {"nvidia-smi": [{"version": "535.261.03-1~deb12u1"}], "libnvidia-ml1": [{"version": "535.261.03-1~deb12u1"}],
+         "libcuda1": [{"version": "535.216.01-1~deb12u1"}]}
+
+
+def install_block():
+    tasks = load_yaml(LOADER, os.path.join(ROLES, "gpu_driver", "tasks", "install.yml"))
+    (block,) = [t for t in tasks if t.get("name") == "Install, pin and hold the driver packages"]
+    return tasks, block
+
+
+@pytest.mark.parametrize("packages, refused", [(MIXED, True), (dict(MIXED, libcuda1=MIXED["nvidia-smi"]), False)])
+def test_gpu_driver_never_holds_packages_that_disagree(packages, refused):
+    # Issue 47: with a branch-only pin, libcuda1 of one release beside nvidia-smi of another was held as it was.
+    tasks, block = install_block()
+    names = [t["name"] for t in block["block"]]
+    assert names.index("Install the driver packages at the pinned version") < names.index(
+        "Read the driver packages apt left") < names.index("Bring the driver packages to one version") < names.index(
+        "Check the driver packages agree before holding them") < names.index(
+        "Hold the driver packages so apt upgrade leaves them alone")
+    variables = role_task("gpu_driver", "install.yml", "Report the driver packages this run brings to one version")[1]
+    variables.update(block["vars"], ansible_facts={"packages": packages, "distribution": "Debian"},
+                     __gpu_driver_install_packages=["nvidia-smi", "libnvidia-ml1", "libcuda1"],
+                     __gpu_driver_version_glob="535.*", __gpu_driver_unversioned_packages="^linux-headers-",
+                     __gpu_driver_branch_only_packages=["nvidia-persistenced"], __gpu_driver_install_specs=[],
+                     __gpu_driver_held={}, __gpu_driver_fm=False, __gpu_driver_after={"changed": False})
+    templar = Templar(loader=LOADER, variables=variables)
+    bring = [t for t in block["block"] if t["name"] == "Bring the driver packages to one version"][0]
+    assert evaluate_conditional(templar, bring["when"]) is refused
+    check = [t for t in block["block"] if t["name"] == "Check the driver packages agree before holding them"][0]
+    assert evaluate_conditional(templar, check["ansible.builtin.assert"]["that"]) is not refused
+    if refused:
+        assert templar.template(bring["ansible.builtin.apt"]["name"]) == [
+            "nvidia-smi=535.261.03-*", "libnvidia-ml1=535.261.03-*", "libcuda1=535.261.03-*"]
+        message = " ".join(templar.template(check["ansible.builtin.assert"]["fail_msg"]).split())
+        assert message.startswith("The driver's packages are at versions that disagree: nvidia-smi 535.261.03-1~deb12u1, "
+                                  "libnvidia-ml1 535.261.03-1~deb12u1, libcuda1 535.216.01-1~deb12u1 (pin 535.*). "
+                                  "This run holds none of them")
+    report = [t for t in tasks if t.get("name") == "Report the driver packages this run brings to one version"][0]
+    variables["__gpu_driver_version_mix"] = driver_plan.driver_version_mix(
+        ["nvidia-smi", "libnvidia-ml1", "libcuda1"], packages, "535.*")
+    templar = Templar(loader=LOADER, variables=variables)
+    assert evaluate_conditional(templar, report["when"]) is refused
+    if refused:
+        assert templar.template(report["ansible.builtin.debug"]["msg"]).endswith(
+            "libcuda1 535.216.01-1~deb12u1): this run installs them all at 535.261.03 before holding them.")

@@ -238,6 +238,61 @@ def test_install_specs_ignore_the_epoch_when_matching():
         "nvidia-smi=1:550.1-1"]
 
 
+# A mixed install (issue 47): with a branch-only pin, libcuda1 of one release beside nvidia-smi and libnvidia-ml1
+# of another passed, was requested at its own version and held as it was.
+DEBIAN_NONE = ["nvidia-smi", "libnvidia-ml1", "libcuda1"]
+
+
+def test_a_mixed_install_is_brought_to_the_newest_of_its_versions():
+    installed = {"nvidia-smi": "535.261.03-1~deb12u1", "libnvidia-ml1": "535.261.03-1~deb12u1",
+                 "libcuda1": "535.216.01-1~deb12u1"}
+    assert plan.driver_version_mix(DEBIAN_NONE, installed, "535.*") == {"packages": installed, "version": "535.261.03"}
+    assert plan.driver_install_specs(DEBIAN_NONE, installed, "535.*", "535.*") == [
+        "nvidia-smi=535.261.03-*", "libnvidia-ml1=535.261.03-*", "libcuda1=535.261.03-*"]
+
+
+def test_a_mix_with_package_facts_and_a_package_not_installed_yet():
+    installed = {"nvidia-smi": [{"version": "550.163.01-2"}], "libnvidia-ml1": [{"version": "550.90.07-1"}]}
+    mix = plan.driver_version_mix(DEBIAN_NONE, installed, "550.*")
+    assert mix == {"packages": {"nvidia-smi": "550.163.01-2", "libnvidia-ml1": "550.90.07-1"}, "version": "550.163.01"}
+    # The one not installed yet comes at the same version, not at the branch's newest.
+    assert plan.driver_install_specs(DEBIAN_NONE, installed, "550.*", "550.*")[-1] == "libcuda1=550.163.01-*"
+
+
+@pytest.mark.parametrize("installed", [
+    {},
+    {"nvidia-smi": "535.261.03-1~deb12u1"},
+    # One release, Debian revisions of their own: no mix.
+    {"nvidia-smi": "535.261.03-1~deb12u1", "libnvidia-ml1": "535.261.03-1~deb12u1", "libcuda1": "1:535.261.03-2"},
+])
+def test_one_release_is_no_mix(installed):
+    assert plan.driver_version_mix(DEBIAN_NONE, installed, "535.*") == {}
+
+
+def test_packages_of_their_own_release_or_the_kernel_are_no_mix():
+    packages = ["nvidia-driver", "nvidia-kernel-dkms", "nvidia-persistenced", "linux-headers-6.1.0-28-amd64"]
+    installed = {"nvidia-driver": "535.261.03-1", "nvidia-kernel-dkms": "535.261.03-1",
+                 "nvidia-persistenced": "535.171.04-1", "linux-headers-6.1.0-28-amd64": "6.1.119-1"}
+    assert plan.driver_version_mix(packages, installed, "535.*", unversioned="^linux-headers-",
+                                   branch_only=["nvidia-persistenced"]) == {}
+    installed["nvidia-kernel-dkms"] = "535.247.01-1"
+    specs = plan.driver_install_specs(packages, installed, "535.*", "535.*", unversioned="^linux-headers-",
+                                      branch_only=["nvidia-persistenced"])
+    assert specs == ["nvidia-driver=535.261.03-*", "nvidia-kernel-dkms=535.261.03-*",
+                     "nvidia-persistenced=535.171.04-1", "linux-headers-6.1.0-28-amd64"]
+
+
+def test_a_mix_outside_the_pin_moves_nothing_past_it():
+    # 550 libraries beside a 535 nvidia-smi under a 535 pin: to the newest within the pin.
+    installed = {"nvidia-smi": "535.216.01-1", "libnvidia-ml1": "550.163.01-1", "libcuda1": "550.163.01-1"}
+    assert plan.driver_version_mix(DEBIAN_NONE, installed, "535.*")["version"] == "535.216.01"
+    # None within it: no version to bring them to, the pin's glob is asked for (and checked after the install).
+    installed["nvidia-smi"] = "570.1-1"
+    assert plan.driver_version_mix(DEBIAN_NONE, installed, "535.*")["version"] == ""
+    assert plan.driver_install_specs(DEBIAN_NONE, installed, "535.*", "535.*") == [
+        "nvidia-smi=535.*", "libnvidia-ml1=535.*", "libcuda1=535.*"]
+
+
 # --------------------------------------------------------------------------
 # OpenPGP fingerprints (fixtures made with GnuPG, expected values printed by it)
 # --------------------------------------------------------------------------
