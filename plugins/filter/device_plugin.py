@@ -641,7 +641,8 @@ def pods_not_ready(pods):
                       for c in containers)
         if ready and not crashed:
             continue
-        parts = [status.get("phase") or "Unknown"] + (["ready for now"] if ready else [])
+        # Ready between two crashes: what it is, not its momentary phase
+        parts = ["CrashLoopBackOff (running again between two restarts)"] if ready else [status.get("phase") or "Unknown"]
         for container in containers:
             state = container.get("state") or {}
             for kind in ("waiting", "terminated"):

@@ -111,6 +111,32 @@ def k8s_error(result):
             "retryable": code in RETRYABLE_CODES}
 
 
+# kubectl's field managers (kubectl/pkg/cmd/*: "kubectl-" and the subcommand; server-side apply's
+# default is "kubectl"), Helm 3's ("helm"): what each one is, in a user's words.
+_KUBECTL_BY_HAND = ("kubectl-set", "kubectl-edit", "kubectl-patch", "kubectl-label", "kubectl-annotate",
+                    "kubectl-scale", "kubectl-rollout", "kubectl-replace", "kubectl-create", "kubectl-taint")
+
+
+def conflict_advice(manager):
+    """What holds a field, said so that the way out fits it: a change made by hand with kubectl,
+    kubectl apply (client- or server-side), a Helm release, or another controller."""
+    manager = str(manager or "")
+    if manager in _KUBECTL_BY_HAND:
+        return ("%s is a change made by hand with `kubectl %s`: taking the field over puts the role's value back "
+                "(change it through the role's settings instead)" % (manager, manager.split("-", 1)[1]))
+    if manager == "kubectl-client-side-apply":
+        return ("%s is `kubectl apply` of a manifest of its own (client-side): stop applying that manifest, "
+                "or take the field over" % manager)
+    if manager == "kubectl":
+        return ("kubectl is `kubectl apply --server-side` of a manifest of its own: stop applying that manifest, "
+                "or take the field over")
+    if manager.startswith("helm"):
+        return ("%s is a Helm release: uninstall the release that renders this object, or manage it with the "
+                "role's Helm method instead" % manager)
+    return ("%s is another manager (an operator or a controller): stop it managing this object, or it sets the "
+            "field again after a take-over" % manager)
+
+
 def k8s_retryable(result):
     """True when a kubernetes.core.k8s result failed in a way worth trying again (5xx, 429, no answer)."""
     error = k8s_error(result)
@@ -132,7 +158,8 @@ def _label(result):
 def k8s_writes(results):
     """The results of a kubernetes.core.k8s loop over object definitions -> {done, conflicts, failed}:
     ``done`` the objects written (``changed`` or not), ``conflicts`` those another field manager holds
-    a field of ({object, item, managers, fields, message}), ``failed`` the others that failed
+    a field of ({object, item, managers, fields, message, advice: what each manager is and the way
+    out that fits it}), ``failed`` the others that failed
     ({object, code, reason, message, attempts}), each named as Kind namespace/name."""
     summary = {"done": [], "conflicts": [], "failed": []}
     for result in results or []:
@@ -144,7 +171,8 @@ def k8s_writes(results):
             summary["done"].append({"object": name, "changed": bool(result.get("changed"))})
         elif error["code"] == 409 and error["managers"]:
             summary["conflicts"].append({"object": name, "item": result.get("item"), "managers": error["managers"],
-                                         "fields": error["fields"], "message": error["message"]})
+                                         "fields": error["fields"], "message": error["message"],
+                                         "advice": "; ".join(conflict_advice(m) for m in error["managers"])})
         else:
             summary["failed"].append({"object": name, "code": error["code"], "reason": error["reason"],
                                       "message": error["message"], "attempts": result.get("attempts") or 1})

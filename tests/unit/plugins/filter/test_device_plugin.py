@@ -343,7 +343,8 @@ def test_pods_not_ready_say_why_a_crash_looping_plugin_crashed():
     clean["metadata"]["name"] = "clean"
     clean["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"] = 0
     assert dp.pods_not_ready([between, clean]) == [
-        "crash on n2: Running, ready for now, nvidia-device-plugin last exit code 1 (Error, 4 restarts): "
+        "crash on n2: CrashLoopBackOff (running again between two restarts), nvidia-device-plugin last exit code 1 "
+        "(Error, 4 restarts): "
         "I Loading configuration. / E failed to initialize NVML: ERROR_LIBRARY_NOT_FOUND / E If this is a GPU node, "
         "did you configure the NVIDIA Container Toolkit?"]
 

@@ -106,6 +106,30 @@ def test_the_writes_are_sorted_into_done_conflicts_and_failed():
     conflict = kw.k8s_writes([failed(DAEMONSET, CONFLICT, "Conflict")])["conflicts"][0]
     assert conflict["item"] == DAEMONSET and conflict["managers"] == ["helm"]
     assert conflict["message"].startswith('Apply failed with 1 conflict: conflict with "helm"')
+    assert conflict["advice"].startswith("helm is a Helm release: uninstall the release")
+
+
+# The managers kube-apiserver 1.37 names in a server-side apply conflict after each way of changing a
+# field (checked against tests/controlplane: kubectl set image, kubectl patch, kubectl apply both ways).
+@pytest.mark.parametrize("manager, words", [
+    ("kubectl-set", "a change made by hand with `kubectl set`: taking the field over puts the role's value back"),
+    ("kubectl-patch", "a change made by hand with `kubectl patch`"),
+    ("kubectl-edit", "a change made by hand with `kubectl edit`"),
+    ("kubectl-client-side-apply", "`kubectl apply` of a manifest of its own (client-side)"),
+    ("kubectl", "`kubectl apply --server-side` of a manifest of its own"),
+    ("helm", "a Helm release"),
+    ("gpu-operator", "another manager (an operator or a controller): stop it managing this object"),
+])
+def test_a_conflict_is_advised_by_the_manager_that_holds_the_field(manager, words):
+    field = '.spec.template.spec.containers[name="nvidia-device-plugin"].image'
+    status_of_conflict = status(409, "Conflict", 'Apply failed with 1 conflict: conflict with "%s": %s' % (manager, field),
+                                [{"reason": "FieldManagerConflict", "message": 'conflict with "%s"' % manager, "field": field}])
+    conflict = kw.k8s_writes([failed(DAEMONSET, status_of_conflict, "Conflict")])["conflicts"][0]
+    assert conflict["managers"] == [manager]
+    assert conflict["advice"].startswith(manager + " is ")
+    assert words in conflict["advice"]
+    # only a Helm release is told about Helm
+    assert ("Helm" in conflict["advice"]) == (manager == "helm")
 
 
 def namespace(deleted=None, conditions=(), finalizers=("kubernetes",)):
