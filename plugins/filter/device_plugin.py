@@ -354,8 +354,10 @@ def device_plugin_check(nodes, hosts, configs, default_config="default", dra_lab
             continue
         node = by_name.get(entry.get("node"))
         if node is None:
-            row["message"] = "no Node named %s in the cluster (set gpufleet_node_name for host %s)" % (
-                entry.get("node"), entry.get("host"))
+            # Deleted after the facts were read, or joined under another name: waiting will not bring it.
+            row["missing"] = True
+            row["message"] = ("not in the cluster (no Node named %s; if host %s joined under another name, set "
+                              "gpufleet_node_name)" % (entry.get("node"), entry.get("host")))
             continue
         labels = (node.get("metadata") or {}).get("labels") or {}
         if dra_label and labels.get(dra_label) == "true":

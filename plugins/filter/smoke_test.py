@@ -127,14 +127,15 @@ def stage_cuda_requirement(stage):
     return cuda_requirement(requirement, stage.get("require_variable") or "the CUDA requirement")
 
 
-def cuda_shortfalls(nodes, requirement, image="the image", skip_unhealthy=False):
+def cuda_shortfalls(nodes, requirement, image="the image", skip_unhealthy=False, skip_untestable=False):
     """Nodes whose driver supports an older CUDA than the requirement.
 
     ``nodes`` maps a node name to its ``ansible_facts['nvidia']``. Returns one
     sentence per node that cannot run the image, naming both versions; a node
     whose CUDA version is unknown is named with its NVIDIA state. With
     ``skip_unhealthy``, the nodes smoke_plan leaves untested as unhealthy are
-    not looked at: no pod goes there.
+    not looked at: no pod goes there. With ``skip_untestable``, neither are the
+    nodes whose facts smoke_plan names as failed and not tested (not ``ok``).
     """
     required = cuda_requirement(requirement)
     if not required:
@@ -143,7 +144,11 @@ def cuda_shortfalls(nodes, requirement, image="the image", skip_unhealthy=False)
     problems = []
     for name in sorted(nodes or {}):
         facts = nodes[name] or {}
-        if boolean(skip_unhealthy, strict=False) and unhealthy_untested(facts):
+        unhealthy = unhealthy_untested(facts)
+        if boolean(skip_unhealthy, strict=False) and unhealthy:
+            continue
+        if boolean(skip_untestable, strict=False) and facts.get("state") not in (
+                TESTABLE_STATES if unhealthy else ("ok",)):
             continue
         have = facts.get("cuda_driver_version")
         have_tuple = _version_tuple(have) if have else None
@@ -393,6 +398,14 @@ def _mig_resource_order(name):
     return (int(match.group(1)), int(match.group(2)), name) if match else (99, 0, name)
 
 
+def _cannot(entry, facts, problems, not_tested, why, words):
+    """A node that cannot be tested: named with its reason as failed and not tested; the others are tested."""
+    problems.append("%s: %s" % (entry.get("node") or entry.get("host"), words))
+    not_tested.append({
+        "host": entry.get("host"), "node": entry.get("node"), "facts": plan_facts(facts), "allocatable": None,
+        "requested": None, "holders": [], "why": why, "failed": True, "reason": "not tested: " + words})
+
+
 def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=None, own_labels=None,
                skip_unhealthy=True, dra_label=None):
     """Which pod goes where, which nodes are left alone because they are busy or unhealthy, and why a node
@@ -408,14 +421,17 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     health unhealthy (``ansible_facts['nvidia']['health']``) while its driver
     works is not tested either (``why`` unhealthy) with ``skip_unhealthy``;
     without, it is tested like any other, on the GPUs the driver still reads
-    (``unhealthy`` true: its pods tolerate the health gating's taint). A node whose label ``dra_label``
+    (``unhealthy`` true: its pods tolerate the health gating's taint). A node that cannot be tested
+    (its facts not ``ok``, no Node of its name, not Ready, no GPU advertised) is not tested either,
+    ``failed`` true, ``why`` driver, not_in_cluster, not_ready or no_gpus, and the others are: one
+    such node among a thousand does not take the fleet's verdict away. A node whose label ``dra_label``
     is ``true`` is on the DRA path (gpu_dra_driver): its GPUs are not asked for as ``resource`` but
     through a ResourceClaimTemplate (``dra`` in its plan entry: template name, DeviceClass, CEL selector).
     Returns {"plan": [{host, node, facts, allocatable, requested, request,
     expected_devices, unhealthy, pods: {stage: pod name}}], "not_tested":
-    [{host, node, facts, allocatable, requested, holders, why, reason}],
-    "problems": [sentences]}; ``facts`` there are what the verdicts and the
-    report read of the node's facts (plan_facts), not all of them.
+    [{host, node, facts, allocatable, requested, holders, why, reason[, failed]}],
+    "problems": [sentences: the failed ones of not_tested]}; ``facts`` there are what the
+    verdicts and the report read of the node's facts (plan_facts), not all of them.
     """
     by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
     holders_by_resource = {}
@@ -441,16 +457,17 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
                 "requested": None, "holders": [], "why": "unhealthy", "reason": unhealthy_reason(facts)})
             continue
         if facts.get("state") not in (TESTABLE_STATES if unhealthy else ("ok",)):
-            problems.append("%s: NVIDIA state %s: %s" % (
-                entry.get("host"), facts.get("state") or "not gathered", facts.get("message") or "no facts"))
+            _cannot(entry, facts, problems, not_tested, "driver", "NVIDIA state %s: %s" % (
+                facts.get("state") or "not gathered", facts.get("message") or "no facts"))
             continue
         if node is None:
-            problems.append("%s: no Node named %s in the cluster (set gpufleet_node_name)" % (
-                entry.get("host"), node_name))
+            # Deleted after its facts were read, or never joined under that name.
+            _cannot(entry, facts, problems, not_tested, "not_in_cluster",
+                    "not in the cluster (no Node named %s)" % node_name)
             continue
         ready, why = _node_ready(node)
         if not ready:
-            problems.append("%s: node %s is not Ready (%s)" % (entry.get("host"), node_name, why))
+            _cannot(entry, facts, problems, not_tested, "not_ready", "node %s is not Ready (%s)" % (node_name, why))
             continue
         if dra_label and (((node.get("metadata") or {}).get("labels") or {}).get(dra_label)) == "true":
             plan.append(_dra_entry(entry, node_name, facts, stages, unhealthy))
@@ -470,8 +487,9 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
         allocatable = str(advertised.get(node_resource, "0"))
         count = int(allocatable) if allocatable.isdigit() else 0
         if count < 1:
-            problems.append("%s: node %s advertises no %s (allocatable %s); is the device plugin running there?" % (
-                entry.get("host"), node_name, node_resource, allocatable))
+            _cannot(entry, facts, problems, not_tested, "no_gpus",
+                    "node %s advertises no %s (allocatable %s); is the device plugin running there?" % (
+                        node_name, node_resource, allocatable))
             continue
         holders = holders_by_node.get(node_name) or []
         requested = sum(holder[1] for holder in holders)
@@ -608,8 +626,9 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     ``results``: stage -> rows of smoke_stage_verdicts. A node a stage did
     not run on (it failed an earlier stage) keeps the earlier verdict. The
     nodes of ``not_tested`` (smoke_plan's) follow, with ``ok`` null (neither
-    passed nor failed), ``tested`` false, ``why`` (busy, unhealthy or excluded) and their
-    reason as the verdict.
+    passed nor failed; false for a node that could not be tested, ``failed`` in the plan),
+    ``tested`` false, ``why`` (busy, unhealthy, excluded, or driver, not_in_cluster, not_ready,
+    no_gpus) and their reason as the verdict.
     """
     rows = []
     # Each stage's verdicts by node, the first of a node where there are several.
@@ -641,6 +660,8 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     for entry in not_tested or []:
         row = _row(entry)
         row["tested"] = False
+        if entry.get("failed"):
+            row["ok"] = False
         row["why"] = entry.get("why") or "busy"
         row["verdict"] = entry.get("reason") or "not tested"
         row["detail"].append(row["verdict"])

@@ -231,12 +231,35 @@ def test_plan_places_one_pod_per_testable_node_and_says_why_not_for_the_others()
         ("h100", 1, 1), ("mig", 1, 1)]
     assert answer["plan"][0]["pods"] == {"nvidia-smi": "gpufleet-smoke-nvidia-smi-node-a",
                                          "vector-add": "gpufleet-smoke-vector-add-node-a"}
+    # Each node that cannot be tested is named by its node, with why, as failed and not tested; the
+    # others keep their plan (before: one such node ended the run before any pod).
     assert answer["problems"] == [
-        "gone: no Node named node-c in the cluster (set gpufleet_node_name)",
-        "notready: node node-d is not Ready (container runtime network not ready)",
-        "noplugin: node node-e advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?",
-        "nodriver: NVIDIA state driver_not_loaded: not loaded",
+        "node-c: not in the cluster (no Node named node-c)",
+        "node-d: node node-d is not Ready (container runtime network not ready)",
+        "node-e: node node-e advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?",
+        "node-f: NVIDIA state driver_not_loaded: not loaded",
     ]
+    assert [(e["node"], e["why"], e["failed"], e["reason"]) for e in answer["not_tested"]] == [
+        ("node-c", "not_in_cluster", True, "not tested: not in the cluster (no Node named node-c)"),
+        ("node-d", "not_ready", True, "not tested: node node-d is not Ready (container runtime network not ready)"),
+        ("node-e", "no_gpus", True,
+         "not tested: node node-e advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?"),
+        ("node-f", "driver", True, "not tested: NVIDIA state driver_not_loaded: not loaded"),
+    ]
+    # The report: each of them failed, not tested, with no raw object in its words.
+    rows = st.smoke_rows(answer["plan"], {}, ["nvidia-smi"], not_tested=answer["not_tested"])
+    failed = [(r["node"], r["ok"], r["tested"], r["why"]) for r in rows if r["ok"] is False]
+    assert failed == [("node-c", False, False, "not_in_cluster"), ("node-d", False, False, "not_ready"),
+                      ("node-e", False, False, "no_gpus"), ("node-f", False, False, "driver")]
+    assert all("{" not in r["verdict"] for r in rows)
+
+
+def test_a_node_deleted_after_its_facts_were_read_leaves_the_others_tested():
+    # node-c's Node is gone from the API (deleted, a scale-down) while its facts are still here.
+    answer = st.smoke_plan(fleet()[:3], NODES, "nvidia.com/gpu", "one")
+    assert [e["node"] for e in answer["plan"]] == ["node-a", "node-b"]
+    assert answer["problems"] == ["node-c: not in the cluster (no Node named node-c)"]
+    assert "gpufleet_node_name" not in answer["problems"][0]
 
 
 def test_plan_asks_a_node_under_the_mixed_strategy_for_one_of_its_mig_devices():
@@ -249,6 +272,7 @@ def test_plan_asks_a_node_under_the_mixed_strategy_for_one_of_its_mig_devices():
     assert st.smoke_plan([chosen], [mixed], "nvidia.com/gpu", "one")["plan"][0]["resource"] == "nvidia.com/mig-3g.40gb"
     shared = st.smoke_plan([fleet()[1]], [mixed], "nvidia.com/gpu.shared", "one")
     assert shared["plan"] == [] and "advertises no nvidia.com/gpu.shared" in shared["problems"][0]
+    assert shared["not_tested"][0]["why"] == "no_gpus"
 
 
 def test_plan_all_asks_for_the_allocatable_count():
@@ -519,8 +543,8 @@ def test_unhealthy_pods_tolerate_the_health_taint_only_there():
 def test_a_node_without_a_working_driver_fails_as_before_even_when_unhealthy():
     broken = unhealthy({"state": "driver_not_loaded", "message": "not loaded", "gpus": []}, ("driver", None))
     answer = st.smoke_plan([{"host": "nodriver", "node": "node-f", "facts": broken}], NODES, "nvidia.com/gpu")
-    assert answer["not_tested"] == []
-    assert answer["problems"] == ["nodriver: NVIDIA state driver_not_loaded: not loaded"]
+    assert [(e["why"], e["failed"]) for e in answer["not_tested"]] == [("driver", True)]
+    assert answer["problems"] == ["node-f: NVIDIA state driver_not_loaded: not loaded"]
 
 
 def test_facts_without_health_are_tested_as_before():
@@ -530,7 +554,7 @@ def test_facts_without_health_are_tested_as_before():
     # gpu_lost facts without health are not healthy enough to test blindly: a problem, as any state but ok.
     lost = dict(older, state="gpu_lost", message="1 GPU lost")
     assert st.smoke_plan([{"host": "x", "node": "node-a", "facts": lost}], NODES, "nvidia.com/gpu")["problems"] == [
-        "x: NVIDIA state gpu_lost: 1 GPU lost"]
+        "node-a: NVIDIA state gpu_lost: 1 GPU lost"]
 
 
 def test_cuda_check_leaves_out_the_nodes_skipped_as_unhealthy():
@@ -538,6 +562,16 @@ def test_cuda_check_leaves_out_the_nodes_skipped_as_unhealthy():
     assert st.cuda_shortfalls({"node-a": old}, "12.2") == ["node-a: the image needs CUDA 12.2, driver 520.61.05 "
                                                            "supports CUDA 11.8"]
     assert st.cuda_shortfalls({"node-a": old}, "12.2", skip_unhealthy=True) == []
+
+
+def test_cuda_check_can_leave_out_the_nodes_the_plan_cannot_test():
+    broken = {"state": "driver_not_loaded", "message": "not loaded"}
+    old = dict(H100, cuda_driver_version="11.8", driver_version="520.61.05")
+    both = {"node-f": broken, "node-a": old}
+    assert [p.split(":")[0] for p in st.cuda_shortfalls(both, "12.2")] == ["node-a", "node-f"]
+    # the plan names node-f as failed and not tested; node-a's old driver still stops the run
+    assert st.cuda_shortfalls(both, "12.2", skip_untestable=True) == [
+        "node-a: the image needs CUDA 12.2, driver 520.61.05 supports CUDA 11.8"]
 
 
 def role_fails_on(rows, skip_busy):
@@ -634,7 +668,7 @@ def test_a_node_on_the_dra_path_asks_for_its_gpu_model_through_a_claim():
                           "selector": "device.attributes['gpu.nvidia.com'].productName == '%s'" % name})]
     # Without the rule (or with the label false) it is a node without the device plugin, as before.
     assert st.smoke_plan(fleet()[:1], [dra_node], "nvidia.com/gpu", "one")["problems"] == [
-        "h100: node node-a advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?"]
+        "node-a: node node-a advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?"]
 
 
 def test_a_product_name_is_a_cel_string():
