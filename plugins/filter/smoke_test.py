@@ -620,7 +620,7 @@ def _row(entry):
             "allocatable": entry.get("allocatable"), "ok": None, "tested": True, "verdict": "not run", "detail": []}
 
 
-def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
+def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None, stopped=None):
     """Per node: GPUs, driver, CUDA, allocatable and the verdict over every stage that ran.
 
     ``results``: stage -> rows of smoke_stage_verdicts. A node a stage did
@@ -628,7 +628,9 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
     nodes of ``not_tested`` (smoke_plan's) follow, with ``ok`` null (neither
     passed nor failed; false for a node that could not be tested, ``failed`` in the plan),
     ``tested`` false, ``why`` (busy, unhealthy, excluded, or driver, not_in_cluster, not_ready,
-    no_gpus) and their reason as the verdict.
+    no_gpus) and their reason as the verdict. With ``stopped`` (how far the run got, such as
+    ``before its verdict``), a planned node that got no verdict because the run stopped (an API that
+    refused every pod) is not tested, ``why`` stopped, so that no earlier verdict stands for it.
     """
     rows = []
     # Each stage's verdicts by node, the first of a node where there are several.
@@ -656,6 +658,11 @@ def smoke_rows(plan, results, stages=("nvidia-smi",), not_tested=None):
             row["ok"] = True
             row["verdict"] = "passed " + ", ".join(s for s in stages if s in (results or {}))
             row["detail"].append("%s: %s" % (stage, verdict["reason"]))
+        if stopped and row["ok"] is None:
+            row["tested"] = False
+            row["why"] = "stopped"
+            row["verdict"] = "not tested: the smoke test stopped %s" % stopped
+            row["detail"].append(row["verdict"])
         rows.append(row)
     for entry in not_tested or []:
         row = _row(entry)

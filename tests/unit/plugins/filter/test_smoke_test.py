@@ -320,6 +320,26 @@ def test_a_node_failing_the_first_stage_is_not_judged_by_the_second():
     assert rows[0]["detail"][-1] == "vector-add: did not print; log: Test FAILED"
 
 
+def test_a_run_that_stopped_keeps_no_node_without_a_verdict():
+    # The API refused the pods of the second stage: node-a kept its first verdict, node-b never got one.
+    plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one", stages=["nvidia-smi"])["plan"]
+    given = [{"node": "node-a", "ok": True, "reason": "saw GPU-x", "events": [], "log_tail": ""}]
+    rows = st.smoke_rows(plan, {"nvidia-smi": given}, ["nvidia-smi"])
+    assert [(r["node"], r["ok"], r["tested"], r["verdict"]) for r in rows] == [
+        ("node-a", True, True, "passed nvidia-smi"), ("node-b", None, True, "not run")]
+    rows = st.smoke_rows(plan, {"nvidia-smi": given}, ["nvidia-smi"], stopped="before its verdict")
+    assert [(r["node"], r["ok"], r["tested"], r.get("why"), r["verdict"]) for r in rows] == [
+        ("node-a", True, True, None, "passed nvidia-smi"),
+        ("node-b", None, False, "stopped", "not tested: the smoke test stopped before its verdict")]
+    # so that the results file replaces node-b's earlier verdict (a row with no verdict is not kept)
+    from ansible_collections.gpufleet.nvidia.plugins.filter import fleet_report as fr
+    earlier = {"format": 1, "written_by": "gpufleet.nvidia.site", "hosts": {"mig": {"node": "node-b", "smoke_test": {
+        "node": "node-b", "ok": True, "tested": True, "verdict": "passed nvidia-smi", "time": "2026-01-01T00:00:00Z"}}}}
+    kept = fr.cluster_results(json.dumps(earlier), smoke_test=rows, time="2026-11-29T03:00:00Z")["hosts"]["mig"]
+    assert kept["smoke_test"]["verdict"] == "not tested: the smoke test stopped before its verdict"
+    assert kept["smoke_test"]["time"] == "2026-11-29T03:00:00Z"
+
+
 def test_pods_needing_logs():
     pods = [pod("Succeeded", "GPU 0: x (UUID: GPU-1)", name="a"), pod("Succeeded", None, name="b"),
             pod("Failed", "boom", name="c"), pod("Pending", state={}, name="d")]
