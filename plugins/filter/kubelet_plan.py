@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import shlex
 
@@ -360,8 +361,20 @@ class _Plan(object):
                 continue
             seen[(key, effect)] = taint
             good.append(taint.strip())
+        registered = self.settings.get("registered_taints") or []
+        if not isinstance(registered, list) or not all(isinstance(spec, str) for spec in registered):
+            self.errors.append("registered_taints must be the list of taints kubelet registers with "
+                               "(kubelet_registration_taints' taints), got %r" % (registered,))
+            registered = []
         if good:
-            self.flags["--register-with-taints"] = ",".join(good)
+            # kubelet keeps one list, the last given: the node's own taints stay, and a taint of the same
+            # key and effect as one of gpu_kubelet_taints is replaced by it.
+            ours = set(taint_identity(spec) for spec in good)
+            kept = []
+            for spec in registered:
+                if taint_identity(spec) not in ours and spec not in kept:
+                    kept.append(spec)
+            self.flags["--register-with-taints"] = ",".join(kept + good)
 
     def _cpu_manager(self):
         policy = _choice(self.settings, "cpu_manager_policy", CPU_POLICY_VAR, self.errors)
@@ -821,7 +834,8 @@ def _flags(argv):
         name = name.replace("_", "-")
         if not equals:
             value = None
-            if name in ("config", "config-dir") and index + 1 < len(words) and not words[index + 1].startswith("-"):
+            if name in ("config", "config-dir", "register-with-taints") and index + 1 < len(words) \
+                    and not words[index + 1].startswith("-"):
                 value = words[index + 1]
         flags.append((name, value))
     return flags
@@ -939,6 +953,115 @@ def kubelet_cgroup_v1_errors(version, cgroup_v2, argv=(), files=(), config_files
             "Kubernetes no longer supports; gpu_kubelet changed nothing." % (version, source, way)]
 
 
+# --------------------------------------------------------------------------
+# Registration taints: --register-with-taints and registerWithTaints
+# --------------------------------------------------------------------------
+
+def _taint_spec(taint):
+    """'key[=value]:Effect' of a registerWithTaints entry ({key, value, effect}), or None if it is not one."""
+    if not isinstance(taint, dict) or not isinstance(taint.get("key"), str) or not taint.get("key"):
+        return None
+    value, effect = taint.get("value"), taint.get("effect")
+    if value is not None and not isinstance(value, str) or not isinstance(effect, str) or effect not in TAINT_EFFECTS:
+        return None
+    return "%s%s:%s" % (taint["key"], "=" + value if value else "", effect)
+
+
+def _spec_problem(spec):
+    """Why kubelet would not read ``spec`` ('key[=value]:Effect') as a taint, or None."""
+    key_value, colon, effect = spec.rpartition(":")
+    if not colon or effect not in TAINT_EFFECTS:
+        return "its effect must be one of %s" % ", ".join(TAINT_EFFECTS)
+    key, equals, value = key_value.partition("=")
+    return _key_problem(key) or (_value_problem(value) if equals else None)
+
+
+def taint_identity(spec):
+    """(key, effect) of a taint spec: a node has one taint per key and effect."""
+    key_value, dummy, effect = str(spec).rpartition(":")
+    return key_value.partition("=")[0], effect
+
+
+def kubelet_registration_taints(version, argv=(), files=(), config_files=None, own_dropin=None, wanted=()):
+    """The taints kubelet registers its Node with, without the role: what gpu_kubelet must keep.
+
+    kubelet keeps one list: the last ``--register-with-taints`` on its command line replaces the
+    whole list (pflag's Set of RegisterWithTaintsVar), and without the flag the configuration file's
+    ``registerWithTaints`` is replaced whole by each ``--config-dir`` drop-in that sets it (JSON merge
+    patch: lists are replaced, null removes the key, and from 1.32 the default, no taint, comes back;
+    before 1.32 null kept the earlier list). ``argv``: kubelet's command line without the role's
+    drop-in (kubelet_command_line); ``files``: the configuration file and drop-ins as read ({path,
+    content} or slurp results); ``own_dropin``: the role's configuration drop-in, left out.
+
+    Returns ``{"taints": [specs], "source": where the list was set or None, "later": [{"path",
+    "taints"}] for the drop-ins that kubelet reads after ``own_dropin`` and that set the list
+    (they replace the role's), "replacing": the paths of those whose list lacks one of ``wanted``
+    (gpu_kubelet_taints), "errors": [sentences]}``.
+    """
+    parsed = _parse_version(version)
+    if parsed is None:
+        raise AnsibleFilterError("kubelet_registration_taints expects a kubelet version such as '1.35.0', got %r"
+                                 % (version,))
+    if isinstance(argv, dict):
+        argv = argv.get("argv")
+    config_files = config_files or kubelet_config_files(argv)
+    config, config_dir = config_files.get("config"), config_files.get("config_dir")
+    read = [(path, text) for path, text in _read_files(files) if path != own_dropin]
+    by_path = dict(read)
+    dropins = sorted((path for path, dummy in read
+                      if config_dir and path != config and str(path).startswith(str(config_dir).rstrip("/") + "/")
+                      and str(path).endswith(".conf")), key=_path_key)
+    found = {"taints": [], "source": None, "later": [], "replacing": [], "errors": []}
+    for path in ([config] if config and config in by_path else []) + dropins:
+        try:
+            data = yaml.safe_load(by_path[path] or "") or {}
+        except yaml.YAMLError as err:
+            found["errors"].append("kubelet's configuration %s is not YAML (%s); kubelet %s would not start with it"
+                                   % (path, str(err).splitlines()[0], version))
+            continue
+        if not isinstance(data, dict) or "registerWithTaints" not in data:
+            continue
+        value = data["registerWithTaints"]
+        if value is None and path != config and parsed < CONFIG_DIR_FLAG:
+            continue
+        taints = []
+        if not isinstance(value, (list, type(None))):
+            found["errors"].append("registerWithTaints in %s is %s, not a list of taints" % (path, json_text(value)))
+            value = None
+        for entry in value or []:
+            spec = _taint_spec(entry)
+            if spec is None:
+                found["errors"].append("registerWithTaints in %s has %s, which is not a taint kubelet %s reads "
+                                       "({key, value, effect} with effect one of %s)"
+                                       % (path, json_text(entry), version, ", ".join(TAINT_EFFECTS)))
+            else:
+                taints.append(spec)
+        if own_dropin and path != config and _path_key(path) > _path_key(own_dropin):
+            found["later"].append({"path": path, "taints": taints})
+        found["taints"], found["source"] = taints, path
+    for name, value in _flags(argv):
+        if name != "register-with-taints":
+            continue
+        specs = [spec.strip() for spec in (value or "").split(",") if spec.strip()]
+        for spec in specs:
+            problem = _spec_problem(spec)
+            if problem:
+                found["errors"].append("kubelet's flag --register-with-taints=%s has %r, which kubelet %s refuses: %s"
+                                       % (value, spec, version, problem))
+        found["taints"], found["source"], found["later"] = specs, "the flag --register-with-taints", []
+    wanted = [str(spec).strip() for spec in wanted or []]
+    found["replacing"] = [entry["path"] for entry in found["later"]
+                          if any(spec not in entry["taints"] for spec in wanted)]
+    return found
+
+
+def json_text(value):
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
 class FilterModule(object):
     def filters(self):
         return {
@@ -951,4 +1074,5 @@ class FilterModule(object):
             "kubelet_command_line": kubelet_command_line,
             "kubelet_config_files": kubelet_config_files,
             "kubelet_cgroup_v1_errors": kubelet_cgroup_v1_errors,
+            "kubelet_registration_taints": kubelet_registration_taints,
         }

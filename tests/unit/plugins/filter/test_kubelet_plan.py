@@ -631,8 +631,8 @@ def test_exec_start_needs_texts(texts):
 def test_filter_names():
     assert sorted(plan.FilterModule().filters()) == ["kubelet_cgroup_v1_errors", "kubelet_command_line",
                                                      "kubelet_config_dropin", "kubelet_config_files", "kubelet_flag_errors",
-                                                     "kubelet_gpu_args", "kubelet_settings_in", "kubelet_version",
-                                                     "systemd_exec_start"]
+                                                     "kubelet_gpu_args", "kubelet_registration_taints",
+                                                     "kubelet_settings_in", "kubelet_version", "systemd_exec_start"]
 
 
 # --------------------------------------------------------------------------
@@ -899,3 +899,128 @@ def test_the_drop_in_wants_the_flag_list():
     with pytest.raises(AnsibleFilterError) as caught:
         plan.kubelet_config_dropin("--node-labels=a=b")
     assert "kubelet_gpu_args' list of flags" in str(caught.value)
+
+
+# --------------------------------------------------------------------------
+# Registration taints: kubelet keeps one list; the role keeps the node's and adds its own
+# --------------------------------------------------------------------------
+
+OWN_DROPIN = "/etc/kubernetes/kubelet.conf.d/90-gpufleet-nvidia.conf"
+CONFIG_DIR_ARGS = "KUBELET_EXTRA_ARGS=--config-dir=/etc/kubernetes/kubelet.conf.d\n"
+GPU_TAINT = "nvidia.com/gpu=present:NoSchedule"
+
+
+def registration(version="1.37.0", config=CONFIG_TEXT, dropins=(), own=OWN_DROPIN, **kwargs):
+    line = command_line(**kwargs)
+    files = ([text(CONFIG_PATH, config)] if config is not None else []) + list(dropins)
+    return plan.kubelet_registration_taints(version, line["argv"], files, plan.kubelet_config_files(line["argv"]), own)
+
+
+def taints_flag(version, registered, taints=(GPU_TAINT,)):
+    args = plan.kubelet_gpu_args(settings(version, labels={}, taints=list(taints), registered_taints=registered))
+    return [arg for arg in args if arg.startswith("--register-with-taints")]
+
+
+def test_kubeadm_join_taints_are_kept_and_the_gpu_taint_added():
+    # kubeadm join writes nodeRegistration.taints into kubeadm-flags.env as --register-with-taints.
+    flags = ('KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock '
+             '--register-with-taints=node-role.kubernetes.io/infra:NoSchedule,example.com/pool=ml:NoExecute"\n')
+    found = registration("1.34.2", flags=flags)
+    assert found == {"taints": ["node-role.kubernetes.io/infra:NoSchedule", "example.com/pool=ml:NoExecute"],
+                     "source": "the flag --register-with-taints", "later": [], "replacing": [], "errors": []}
+    assert taints_flag("1.34.2", found["taints"]) == [
+        "--register-with-taints=node-role.kubernetes.io/infra:NoSchedule,example.com/pool=ml:NoExecute," + GPU_TAINT]
+    # The role's flag comes last on the command line and wins, so it carries them all: a setting kubelet
+    # has as a flag stays a flag in the drop-in folder's mode too.
+    args = plan.kubelet_gpu_args(settings("1.37.0", labels={}, taints=[GPU_TAINT], registered_taints=found["taints"]))
+    split = plan.kubelet_config_dropin(args, command_line(flags=flags)["argv"])
+    assert split["flags"] == [
+        "--register-with-taints=node-role.kubernetes.io/infra:NoSchedule,example.com/pool=ml:NoExecute," + GPU_TAINT]
+
+
+def test_the_last_flag_wins_and_a_flag_given_as_two_words_is_read():
+    flags = 'KUBELET_KUBEADM_ARGS="--register-with-taints=a:NoSchedule"\n'
+    found = registration(flags=flags, default_kubelet='KUBELET_EXTRA_ARGS="--register-with-taints b=1:NoExecute"\n')
+    assert (found["taints"], found["source"]) == (["b=1:NoExecute"], "the flag --register-with-taints")
+    # An empty flag is kubelet's empty list.
+    found = registration(flags=flags, default_kubelet="KUBELET_EXTRA_ARGS=--register-with-taints=\n")
+    assert found["taints"] == []
+
+
+def test_configuration_file_and_drop_ins_replace_the_list_whole():
+    config = CONFIG_TEXT + "registerWithTaints:\n- {key: example.com/a, value: x, effect: NoSchedule}\n"
+    found = registration(config=config)
+    assert (found["taints"], found["source"]) == (["example.com/a=x:NoSchedule"], CONFIG_PATH)
+    user = text("/etc/kubernetes/kubelet.conf.d/50-user.conf",
+                "registerWithTaints:\n- key: example.com/b\n  effect: NoExecute\n- {key: c, value: '', effect: NoSchedule}\n")
+    found = registration(config=config, dropins=[user], default_kubelet=CONFIG_DIR_ARGS)
+    assert found == {"taints": ["example.com/b:NoExecute", "c:NoSchedule"],
+                     "source": "/etc/kubernetes/kubelet.conf.d/50-user.conf", "later": [], "replacing": [], "errors": []}
+    # Without --config-dir kubelet reads no drop-in.
+    assert registration(config=config, dropins=[user])["taints"] == ["example.com/a=x:NoSchedule"]
+    # The flag wins over both.
+    found = registration(config=config, dropins=[user], default_kubelet=CONFIG_DIR_ARGS,
+                         flags='KUBELET_KUBEADM_ARGS="--register-with-taints=d:NoSchedule"\n')
+    assert found["taints"] == ["d:NoSchedule"]
+
+
+@pytest.mark.parametrize("version,taints", [("1.32.0", []), ("1.37.0", []), ("1.31.4", ["example.com/a=x:NoSchedule"])])
+def test_null_in_a_drop_in_is_no_taint_from_1_32(version, taints):
+    config = CONFIG_TEXT + "registerWithTaints:\n- {key: example.com/a, value: x, effect: NoSchedule}\n"
+    user = text("/etc/kubernetes/kubelet.conf.d/50-user.conf", "registerWithTaints: null\n")
+    assert registration(version, config=config, dropins=[user], default_kubelet=CONFIG_DIR_ARGS)["taints"] == taints
+
+
+def test_the_roles_own_drop_in_is_left_out_and_later_drop_ins_are_named():
+    own = text(OWN_DROPIN, '{"registerWithTaints": [{"key": "old", "effect": "NoSchedule"}]}')
+    later = text("/etc/kubernetes/kubelet.conf.d/95-site.conf", "registerWithTaints:\n- {key: site, effect: NoSchedule}\n")
+    found = registration(dropins=[own], default_kubelet=CONFIG_DIR_ARGS)
+    assert (found["taints"], found["source"], found["later"]) == ([], None, [])
+    found = registration(dropins=[own, later], default_kubelet=CONFIG_DIR_ARGS)
+    assert found["later"] == [{"path": "/etc/kubernetes/kubelet.conf.d/95-site.conf", "taints": ["site:NoSchedule"]}]
+    assert found["replacing"] == []
+    line = command_line(default_kubelet=CONFIG_DIR_ARGS)
+    files = [text(CONFIG_PATH, CONFIG_TEXT), own, later]
+    found = plan.kubelet_registration_taints("1.37.0", line["argv"], files, None, OWN_DROPIN, [" " + GPU_TAINT])
+    assert found["replacing"] == ["/etc/kubernetes/kubelet.conf.d/95-site.conf"]
+    # A later list that has the GPU taint keeps it.
+    files[2] = text(later["path"], later["content"] + "- {key: nvidia.com/gpu, value: present, effect: NoSchedule}\n")
+    assert plan.kubelet_registration_taints("1.37.0", line["argv"], files, None, OWN_DROPIN, [GPU_TAINT])["replacing"] == []
+
+
+@pytest.mark.parametrize("content,words", [
+    ("registerWithTaints:\n- {key: a}\n", 'registerWithTaints in /etc/kubernetes/kubelet.conf.d/50-user.conf has {"key": "a"}'),
+    ("registerWithTaints: a:NoSchedule\n", "registerWithTaints in /etc/kubernetes/kubelet.conf.d/50-user.conf is \"a:NoSchedule\""),
+    ("kind: [x\n", "/etc/kubernetes/kubelet.conf.d/50-user.conf is not YAML"),
+])
+def test_taints_kubelet_cannot_read_are_said(content, words):
+    user = text("/etc/kubernetes/kubelet.conf.d/50-user.conf", content)
+    errors = registration(dropins=[user], default_kubelet=CONFIG_DIR_ARGS)["errors"]
+    assert errors and words in errors[0]
+    errors = registration(flags='KUBELET_KUBEADM_ARGS="--register-with-taints=a=b"\n')["errors"]
+    assert errors and "--register-with-taints=a=b has 'a=b', which kubelet 1.37.0 refuses" in errors[0]
+
+
+def test_a_node_taint_of_the_same_key_and_effect_is_replaced_and_none_doubled():
+    assert taints_flag("1.34.2", ["nvidia.com/gpu=other:NoSchedule", "nvidia.com/gpu=present:NoExecute", GPU_TAINT,
+                                  "a:NoSchedule", "a:NoSchedule"]) == [
+        "--register-with-taints=nvidia.com/gpu=present:NoExecute,a:NoSchedule," + GPU_TAINT]
+
+
+def test_without_gpu_taints_the_nodes_are_left_to_kubelet():
+    assert taints_flag("1.34.2", ["a:NoSchedule"], taints=()) == []
+
+
+def test_the_drop_in_carries_the_nodes_taints_and_the_gpu_taint():
+    config = CONFIG_TEXT + "registerWithTaints:\n- {key: example.com/a, value: x, effect: NoSchedule}\n"
+    found = registration(config=config, default_kubelet=CONFIG_DIR_ARGS)
+    args = plan.kubelet_gpu_args(settings("1.37.0", labels={}, taints=[GPU_TAINT], registered_taints=found["taints"]))
+    split = plan.kubelet_config_dropin(args, command_line(default_kubelet=CONFIG_DIR_ARGS)["argv"])
+    assert split["config"]["registerWithTaints"] == [
+        {"key": "example.com/a", "value": "x", "effect": "NoSchedule"},
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]
+
+
+def test_registered_taints_must_be_a_list_of_specs():
+    message = single_error(settings(taints=[GPU_TAINT], registered_taints="a:NoSchedule"))
+    assert "registered_taints" in message
