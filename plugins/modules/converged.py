@@ -63,6 +63,8 @@ options:
     description:
       - systemd units whose state is read - load, enablement and active state - with the content of their unit
         file, drop-ins and environment files and the state of the program each C(ExecStart) runs.
+      - The unit file and drop-ins are those systemd loaded and those on disk, which it loads at its next reload (a
+        drop-in written without C(systemctl daemon-reload) is on disk only).
     type: list
     elements: str
     default: []
@@ -217,8 +219,11 @@ import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.systemd_units import unit_files_on_disk
 
 BIG = 1 << 20
+# The file system's root the units' files on disk are looked for under (tests set a folder).
+UNIT_ROOT = "/"
 PATTERN = re.compile(r"[*?[]")
 
 
@@ -352,6 +357,14 @@ def read_units(module, names):
         for path in paths:
             if path:
                 files[path] = file_state(path)
+        # What systemd loaded stays as it was until a daemon-reload; the unit file and drop-ins on disk are
+        # what it runs after the next one (a drop-in written without a reload, a unit file that now wins).
+        # The same file under two names (/lib is /usr/lib where /usr is merged) is kept once.
+        fragment, dropins = unit_files_on_disk(name, root=UNIT_ROOT)
+        known = set(os.path.realpath(path) for path in paths if path)
+        for path in ([fragment] if fragment else []) + dropins:
+            if os.path.realpath(os.path.join(UNIT_ROOT, path.lstrip("/"))) not in known:
+                files[path] = file_state(os.path.join(UNIT_ROOT, path.lstrip("/")))
     return units, files
 
 

@@ -389,3 +389,21 @@ def test_the_record_says_its_notices_again_and_none_without_a_record(node, capsy
     # (a module's warnings are kept for the process: those of the tests before are there too).
     warnings = [warning["event"]["msg"] if isinstance(warning, dict) else warning for warning in result["warnings"]]
     assert [warning for warning in warnings if warning in notices] == notices
+
+
+def test_a_unit_drop_in_written_without_a_reload_differs(node, capsys, monkeypatch):
+    """systemctl show names what systemd loaded; a drop-in written since, without daemon-reload, is what kubelet
+    runs after the next reload: the comparison reads the unit's files on disk too."""
+    root = node / "root"
+    (root / "usr" / "lib" / "systemd" / "system" / "kubelet.service.d").mkdir(parents=True)
+    (root / "usr" / "lib" / "systemd" / "system" / "kubelet.service").write_text("[Service]\nExecStart=/usr/bin/kubelet\n")
+    (root / "usr" / "lib" / "systemd" / "system" / "kubelet.service.d" / "10-kubeadm.conf").write_text("[Service]\n")
+    monkeypatch.setattr(converged, "UNIT_ROOT", str(root), raising=False)
+    run(converged, args(node, record=True), capsys)
+    assert run(converged, args(node), capsys)["current"] is True
+    user = root / "etc" / "systemd" / "system" / "kubelet.service.d"
+    user.mkdir(parents=True)
+    (user / "60-user.conf").write_text("[Service]\nExecStart=\nExecStart=/usr/bin/kubelet --v=2\n")
+    result = run(converged, args(node), capsys)
+    assert result["current"] is False
+    assert result["differs"] == ["file /etc/systemd/system/kubelet.service.d/60-user.conf"]
