@@ -575,7 +575,8 @@ def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi",
         if not verdict["ok"] and entry.get("node") in nodes_not_ready and verdict["phase"] not in ("Succeeded", "Failed"):
             verdict["reason"] = "node %s is not Ready: %s; %s" % (
                 entry.get("node"), nodes_not_ready[entry["node"]], verdict["reason"])
-        row = {"host": entry.get("host"), "node": entry.get("node"), "pod": name, "stage": stage,
+        row = {"host": entry.get("host"), "node": entry.get("node"), "pod": name,
+               "uid": ((by_name.get(name) or {}).get("metadata") or {}).get("uid"), "stage": stage,
                "ok": verdict["ok"], "reason": verdict["reason"], "phase": verdict["phase"],
                "state": verdict["state"], "devices": verdict["devices"],
                "events": event_words(events.get(name)), "log_tail": _tail(logs.get(name) or verdict["output"])}
@@ -584,12 +585,24 @@ def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi",
 
 
 def smoke_add_events(verdicts, events):
-    """Add the events read for failed pods (pod name -> Event objects) to a stage's verdicts."""
+    """Add the events of failed pods to a stage's verdicts: ``events`` is a list of Event objects (one
+    list of the namespace's), each given to the pod of its ``involvedObject.uid``, so that an earlier
+    pod of the same name (an earlier run's) lends none; or pod name -> Event objects."""
+    if isinstance(events, list):
+        by_uid = {}
+        for event in events:
+            uid = ((event or {}).get("involvedObject") or {}).get("uid")
+            if uid:
+                by_uid.setdefault(uid, []).append(event)
+        mine = lambda row: by_uid.get(row.get("uid")) if row.get("uid") else None  # noqa: E731
+    else:
+        mine = lambda row: (events or {}).get(row.get("pod"))  # noqa: E731
     rows = []
     for verdict in verdicts or []:
         row = dict(verdict)
-        if (events or {}).get(row.get("pod")):
-            row["events"] = event_words(events[row["pod"]])
+        found = mine(row)
+        if found:
+            row["events"] = event_words(found)
         rows.append(row)
     return rows
 

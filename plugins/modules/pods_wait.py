@@ -22,6 +22,10 @@ description:
   - Each look is one list of the pods and, while some have not finished, one list of the Nodes, whatever the
     number of pods; a node counts as not Ready once it was seen so for O(grace) seconds. An answer the API gives
     under load (HTTP 429, 5xx) or no answer is met by looking again at the next turn.
+  - With O(unschedulable_grace), a pod the scheduler cannot place (its C(PodScheduled) condition C(False) with
+    reason C(Unschedulable): no node fits, a claim no device matches, a node whose GPUs are all taken) that stays so
+    for that many seconds ends the wait for it too, named in RV(unschedulable) with the scheduler's words, instead
+    of a whole timeout spent on a pod that stays C(Pending).
   - Changes nothing.
 author:
   - gpufleet.nvidia contributors (@gpufleet)
@@ -33,6 +37,12 @@ options:
         after the node lifecycle controller's grace period (C(--node-monitor-grace-period)).
     type: int
     default: 20
+  unschedulable_grace:
+    description:
+      - Seconds a pod must be seen unschedulable, look after look, before waiting stops for it; the scheduler tries
+        again when the cluster changes, so a short spell is not final. Null (the default) waits for such a pod until
+        O(timeout).
+    type: int
   namespace:
     description: Namespace of the pods.
     type: str
@@ -107,6 +117,13 @@ nodes_not_ready:
   returned: always
   type: dict
   sample: {gpu-b: "Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)"}
+unschedulable:
+  description:
+    - Each pod not waited for any more because the scheduler could not place it for O(unschedulable_grace) seconds,
+      with the condition's message.
+  returned: always
+  type: dict
+  sample: {gpufleet-smoke-nvidia-smi-gpu-b: "0/3 nodes are available: 1 cannot allocate all claims."}
 finished:
   description: Whether every expected pod has finished.
   returned: always
@@ -169,10 +186,22 @@ def not_ready(node):
     return "no Ready condition"
 
 
-def judge(pods, nodes, count, settled=None):
+def unschedulable(pod):
+    """The scheduler's words for a pod it could not place (PodScheduled False, reason Unschedulable), else None."""
+    if (pod.get("spec") or {}).get("nodeName"):
+        return None
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == "Unschedulable":
+            return condition.get("message") or condition["reason"]
+    return None
+
+
+def judge(pods, nodes, count, settled=None, placed=None):
     """One look: (done, finished, nodes_not_ready). ``nodes``: Node objects, None when not read.
     ``settled``: a test of a node name and its condition in words, true once it has been seen not
-    Ready long enough (default: at once)."""
+    Ready long enough (default: at once). ``placed``: a test of a pod name and the scheduler's words,
+    true once it has been seen unschedulable long enough; without it such a pod keeps the wait."""
     unfinished = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in FINISHED]
     finished = len(pods) >= count and not unfinished
     if finished or nodes is None:
@@ -182,11 +211,15 @@ def judge(pods, nodes, count, settled=None):
     stuck = 0
     for pod in unfinished:
         name = node_of(pod)
-        if name is None:
-            continue
-        why = not_ready(by_name[name]) if name in by_name else "no Node named %s" % name
+        why = None
+        if name is not None:
+            why = not_ready(by_name[name]) if name in by_name else "no Node named %s" % name
         if why and (settled is None or settled(name, why)):
             down[name] = why
+            stuck += 1
+            continue
+        words = unschedulable(pod) if placed is not None else None
+        if words and placed((pod.get("metadata") or {}).get("name"), words):
             stuck += 1
     return len(pods) >= count and stuck == len(unfinished), False, down
 
@@ -196,6 +229,7 @@ def main():
         argument_spec=dict(
             AUTH_ARGUMENT_SPEC,
             grace=dict(type="int", default=20),
+            unschedulable_grace=dict(type="int"),
             namespace=dict(type="str", required=True),
             label_selectors=dict(type="list", elements="str", default=[]),
             count=dict(type="int", default=1),
@@ -209,11 +243,12 @@ def main():
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params
     if params["timeout"] < 0 or params["sleep"] <= 0 or params["count"] < 0 or params["grace"] < 0 \
-            or params["request_timeout"] <= 0:
-        module.fail_json(msg="pods_wait: timeout, count and grace must be 0 or more, sleep and request_timeout above "
-                             "0; got timeout=%s sleep=%s count=%s grace=%s request_timeout=%s" % (
+            or params["request_timeout"] <= 0 or (params["unschedulable_grace"] or 0) < 0:
+        module.fail_json(msg="pods_wait: timeout, count, grace and unschedulable_grace must be 0 or more, sleep and "
+                             "request_timeout above 0; got timeout=%s sleep=%s count=%s grace=%s "
+                             "unschedulable_grace=%s request_timeout=%s" % (
                                  params["timeout"], params["sleep"], params["count"], params["grace"],
-                                 params["request_timeout"]))
+                                 params["unschedulable_grace"], params["request_timeout"]))
     if unsupported_settings(os.environ):
         module.fail_json(msg="pods_wait: %s set; this module does not take them (use a kubeconfig)" % ", ".join(
             unsupported_settings(os.environ)))
@@ -233,6 +268,16 @@ def main():
         first = first_seen.setdefault(name, time.monotonic())
         return time.monotonic() - first >= params["grace"]
 
+    unplaced, stuck_unplaced = {}, {}
+
+    def placed(name, words):
+        """Seen unschedulable for unschedulable_grace, with no look between where it was not."""
+        first = unplaced.setdefault(name, time.monotonic())
+        if time.monotonic() - first >= params["unschedulable_grace"]:
+            stuck_unplaced[name] = words
+            return True
+        return False
+
     while True:
         looks += 1
         try:
@@ -246,7 +291,13 @@ def main():
                 for name in list(first_seen):
                     if name in ready:
                         del first_seen[name]
-            done, finished, down = judge(pods, nodes, params["count"], settled)
+            waiting = set((pod.get("metadata") or {}).get("name") for pod in pods if unschedulable(pod))
+            for name in list(unplaced):
+                if name not in waiting:
+                    del unplaced[name]
+            stuck_unplaced.clear()
+            done, finished, down = judge(pods, nodes, params["count"], settled,
+                                         placed if params["unschedulable_grace"] is not None else None)
         except ApiAnswer as error:
             if error.status not in RETRYABLE:
                 module.fail_json(msg="pods_wait: the API refused to list the pods or Nodes: HTTP %s %s: %s" % (
@@ -258,7 +309,8 @@ def main():
             break
         time.sleep(min(params["sleep"], max(deadline - time.monotonic(), 0)))
     pods = [drop_paths(keep_paths(pod, params["keep"]), ["metadata.managedFields"]) for pod in pods]
-    module.exit_json(changed=False, resources=pods, nodes_not_ready=down, finished=finished,
+    module.exit_json(changed=False, resources=pods, nodes_not_ready=down, unschedulable=dict(stuck_unplaced),
+                     finished=finished,
                      timed_out=not done, waited=round(time.monotonic() - start, 1), looks=looks, api_errors=errors)
 
 

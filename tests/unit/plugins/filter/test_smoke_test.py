@@ -320,6 +320,37 @@ def test_a_node_failing_the_first_stage_is_not_judged_by_the_second():
     assert rows[0]["detail"][-1] == "vector-add: did not print; log: Test FAILED"
 
 
+def test_events_are_given_to_the_pod_of_their_uid_only():
+    # One list of the namespace's events: this run's pod (uid-2) and an earlier run's pod of the same
+    # name (uid-1), each scheduled once; the DRA claim of uid-2 could not be allocated.
+    verdicts = [{"node": "node-a", "pod": "gpufleet-smoke-nvidia-smi-node-a", "uid": "uid-2", "ok": False,
+                 "events": []},
+                {"node": "node-b", "pod": "gpufleet-smoke-nvidia-smi-node-b", "uid": "uid-3", "ok": False,
+                 "events": []}]
+    events = [
+        {"involvedObject": {"uid": "uid-1"}, "reason": "Scheduled", "message": "Successfully assigned ... to node-a",
+         "lastTimestamp": "2026-11-29T01:00:00Z"},
+        {"involvedObject": {"uid": "uid-2"}, "reason": "FailedScheduling",
+         "message": "0/3 nodes are available: 1 cannot allocate all claims.", "eventTime": "2026-11-29T03:00:01.000000Z"},
+        {"involvedObject": {"uid": "uid-2"}, "reason": "FailedScheduling",
+         "message": "0/3 nodes are available: 1 cannot allocate all claims.", "lastTimestamp": "2026-11-29T03:00:05Z"},
+        {"involvedObject": {}, "reason": "Other", "message": "no uid"}]
+    rows = st.smoke_add_events(verdicts, events)
+    assert rows[0]["events"] == ["FailedScheduling: 0/3 nodes are available: 1 cannot allocate all claims."] * 2
+    assert rows[1]["events"] == []
+    # by name (the older form), the earlier pod's event would have been mixed in
+    by_name = st.smoke_add_events(verdicts, {"gpufleet-smoke-nvidia-smi-node-a": events[:3]})
+    assert "Scheduled: Successfully assigned ... to node-a" in by_name[0]["events"]
+    assert verdicts[0]["events"] == []  # the input is not modified
+
+
+def test_a_verdict_row_carries_its_pods_uid():
+    plan = st.smoke_plan(fleet()[:1], NODES, "nvidia.com/gpu", "one")["plan"]
+    running = pod("Pending", None, name="gpufleet-smoke-nvidia-smi-node-a")
+    running.setdefault("metadata", {})["uid"] = "uid-9"
+    assert st.smoke_stage_verdicts(plan, [running], stage="nvidia-smi")[0]["uid"] == "uid-9"
+
+
 def test_a_run_that_stopped_keeps_no_node_without_a_verdict():
     # The API refused the pods of the second stage: node-a kept its first verdict, node-b never got one.
     plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one", stages=["nvidia-smi"])["plan"]

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """pods_wait: when waiting stops. The Node and Pod shapes are those of the v1 API (conditions as the
 node lifecycle controller sets them when a kubelet stops posting status); the module's loop runs
-against the simulated cluster in molecule gpu_cluster (faults.yml)."""
+against the test cluster's real control plane in molecule gpu_cluster (faults.yml) and gpu_dra."""
 
 from __future__ import annotations
 
@@ -75,6 +75,32 @@ def test_a_node_counts_as_not_ready_only_once_settled():
     assert pw.judge(pods, [GONE], 1, lambda name, why: seen.append((name, why)) or False) == (False, False, {})
     assert seen == [("gpu-b", "Ready=Unknown (NodeStatusUnknown: Kubelet stopped posting node status.)")]
     assert pw.judge(pods, [GONE], 1, lambda name, why: True)[0] is True
+
+
+def unplaced(name, message, meant_for="gpu-a"):
+    # The scheduler's condition on a pod it could not place (pkg/scheduler: PodScheduled False, Unschedulable),
+    # here a DRA claim whose selector no device of the node matches.
+    waiting = pod(name, "Pending", None, meant_for=meant_for)
+    waiting["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                        "message": message}]
+    return waiting
+
+
+def test_a_pod_the_scheduler_cannot_place_ends_the_wait_once_settled():
+    words = "0/3 nodes are available: 1 cannot allocate all claims. preemption: 0/3 nodes are available."
+    pods = [pod("a", "Succeeded", "gpu-b"), unplaced("b", words)]
+    assert pw.unschedulable(pods[1]) == words
+    assert pw.unschedulable(pods[0]) is None
+    # without the option (the module's default) it keeps the wait, as before
+    assert pw.judge(pods, [node("gpu-a"), node("gpu-b")], 2) == (False, False, {})
+    seen = []
+    assert pw.judge(pods, [node("gpu-a"), node("gpu-b")], 2,
+                    placed=lambda name, why: seen.append((name, why)) or False)[0] is False
+    assert seen == [("b", words)]
+    assert pw.judge(pods, [node("gpu-a"), node("gpu-b")], 2, placed=lambda name, why: True) == (True, False, {})
+    # a pod that is merely not scheduled yet (no condition) is waited for
+    fresh = pod("c", "Pending", None, meant_for="gpu-a")
+    assert pw.judge([fresh], [node("gpu-a")], 1, placed=lambda name, why: True)[0] is False
 
 
 def test_connection_settings_come_from_the_parameters_else_kubernetes_cores_variables():
