@@ -15,6 +15,7 @@ MIG profile as ``nvidia.com/mig-<profile>`` and the GPUs without MIG as
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -585,6 +586,29 @@ def device_plugin_others(daemonsets, method="manifests", namespace="nvidia-devic
     return others
 
 
+def daemonset_selector_changes(daemonsets, manifests):
+    """Rendered DaemonSets whose spec.selector differs from the one of the DaemonSet of the same namespace
+    and name already in the cluster, as sentences. Kubernetes refuses a change of a DaemonSet's selector
+    (field is immutable, HTTP 422), so such a DaemonSet can only be deleted and created again."""
+    existing = dict((((d.get("metadata") or {}).get("namespace"), (d.get("metadata") or {}).get("name")), d)
+                    for d in daemonsets or [])
+    changes = []
+    for manifest in manifests or []:
+        if manifest.get("kind") != "DaemonSet":
+            continue
+        metadata = manifest.get("metadata") or {}
+        found = existing.get((metadata.get("namespace"), metadata.get("name")))
+        if not found:
+            continue
+        have = (found.get("spec") or {}).get("selector") or {}
+        want = (manifest.get("spec") or {}).get("selector") or {}
+        if have != want:
+            changes.append("DaemonSet %s/%s has spec.selector %s, the role's is %s" % (
+                metadata.get("namespace"), metadata.get("name"), json.dumps(have, sort_keys=True),
+                json.dumps(want, sort_keys=True)))
+    return changes
+
+
 def drain_leftovers(pods):
     """Pods still running on a drained node that a drain should have evicted, as 'namespace/name'.
 
@@ -681,6 +705,7 @@ class FilterModule(object):
             "limit_pattern": limit_pattern,
             "drain_leftovers": drain_leftovers,
             "device_plugin_others": device_plugin_others,
+            "daemonset_selector_changes": daemonset_selector_changes,
             "daemonset_rolled_out": daemonset_rolled_out,
             "daemonset_status_words": daemonset_status_words,
             "pods_not_ready": pods_not_ready,

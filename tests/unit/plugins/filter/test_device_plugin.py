@@ -585,3 +585,20 @@ def test_check_leaves_out_a_node_on_the_dra_path():
     assert rows[0]["message"] == ("not checked: on the DRA path (nvidia.com/dra-kubelet-plugin=true), its GPUs are "
                                   "the DRA driver's")
     assert "excluded" not in rows[1] and not rows[1]["ok"]
+
+
+def test_a_daemonset_whose_selector_would_change_is_named():
+    rendered = [{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "nvidia-device-plugin"}},
+                {"kind": "DaemonSet", "metadata": {"name": "nvidia-device-plugin", "namespace": "nvidia-device-plugin"},
+                 "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "nvidia-device-plugin"}}}}]
+    older = {"metadata": {"name": "nvidia-device-plugin", "namespace": "nvidia-device-plugin"},
+             "spec": {"selector": {"matchLabels": {"name": "nvidia-device-plugin-ds"}}}}
+    same = {"metadata": {"name": "nvidia-device-plugin", "namespace": "nvidia-device-plugin"},
+            "spec": {"selector": {"matchLabels": {"app.kubernetes.io/name": "nvidia-device-plugin"}}}}
+    elsewhere = dict(older, metadata={"name": "nvidia-device-plugin", "namespace": "kube-system"})
+    assert dp.daemonset_selector_changes([older], rendered) == [
+        'DaemonSet nvidia-device-plugin/nvidia-device-plugin has spec.selector '
+        '{"matchLabels": {"name": "nvidia-device-plugin-ds"}}, the role\'s is '
+        '{"matchLabels": {"app.kubernetes.io/name": "nvidia-device-plugin"}}']
+    assert dp.daemonset_selector_changes([same, elsewhere], rendered) == []
+    assert dp.daemonset_selector_changes([], rendered) == []
