@@ -376,6 +376,8 @@ def _busy_reason(allocatable, requested, holders, resource):
 NO_WORKING_DRIVER = ("no_gpu", "driver_not_installed", "driver_not_loaded", "driver_mismatch")
 # A node the driver still answers on, with some GPUs lost: testable on those it still reads.
 TESTABLE_STATES = ("ok", "gpu_lost")
+# The driver name of NVIDIA's DRA driver for GPUs in ResourceSlices and allocation results.
+DRA_DRIVER = "gpu.nvidia.com"
 
 
 def unhealthy_untested(facts):
@@ -406,8 +408,24 @@ def _cannot(entry, facts, problems, not_tested, why, words):
         "requested": None, "holders": [], "why": why, "failed": True, "reason": "not tested: " + words})
 
 
+def _claimed_devices(claims):
+    """ResourceClaims -> {node (the driver's pool): [(namespace/name, devices allocated there)]} for the
+    devices of NVIDIA's DRA driver (gpu.nvidia.com) allocated to them."""
+    by_node = {}
+    for claim in claims or []:
+        metadata = (claim or {}).get("metadata") or {}
+        results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
+        counts = {}
+        for result in results:
+            if result.get("driver") == DRA_DRIVER and result.get("pool"):
+                counts[result["pool"]] = counts.get(result["pool"], 0) + 1
+        for node, count in counts.items():
+            by_node.setdefault(node, []).append(("%s/%s" % (metadata.get("namespace"), metadata.get("name")), count))
+    return by_node
+
+
 def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=None, own_labels=None,
-               skip_unhealthy=True, dra_label=None):
+               skip_unhealthy=True, dra_label=None, claims=None):
     """Which pod goes where, which nodes are left alone because they are busy or unhealthy, and why a node
     cannot be tested.
 
@@ -434,6 +452,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     verdicts and the report read of the node's facts (plan_facts), not all of them.
     """
     by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
+    claimed = _claimed_devices(claims)
     holders_by_resource = {}
     plan, not_tested, problems = [], [], []
     for entry in fleet or []:
@@ -470,7 +489,20 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
             _cannot(entry, facts, problems, not_tested, "not_ready", "node %s is not Ready (%s)" % (node_name, why))
             continue
         if dra_label and (((node.get("metadata") or {}).get("labels") or {}).get(dra_label)) == "true":
-            plan.append(_dra_entry(entry, node_name, facts, stages, unhealthy))
+            dra = _dra_entry(entry, node_name, facts, stages, unhealthy)
+            holders = claimed.get(node_name) or []
+            taken = sum(count for _claim, count in holders)
+            devices = _dra_device_count(facts)
+            if holders and taken >= devices:
+                # Every device the node publishes is allocated: the claim would wait, as a pod on a device
+                # plugin node whose GPUs are all requested would.
+                not_tested.append({
+                    "host": entry.get("host"), "node": node_name, "facts": plan_facts(facts), "allocatable": devices,
+                    "requested": taken, "holders": [claim for claim, _count in holders], "why": "busy",
+                    "reason": "not tested: all %d %s devices are allocated to ResourceClaims (%s)" % (
+                        devices, dra["dra"]["class"], _listed([claim for claim, _count in holders]))})
+                continue
+            plan.append(dra)
             continue
         advertised = ((node.get("status") or {}).get("allocatable") or {})
         if not entry.get("resource") and str(advertised.get(node_resource, "0")) in ("", "0"):
@@ -518,6 +550,19 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
                          for stage in stages),
         })
     return {"plan": plan, "not_tested": not_tested, "problems": problems}
+
+
+def _listed(names, shown=3):
+    return ", ".join(names[:shown]) + (", ... %d in all" % len(names) if len(names) > shown else "")
+
+
+def _dra_device_count(facts):
+    """The devices NVIDIA's DRA driver publishes for a node: its MIG devices when its GPUs run in MIG
+    mode (mig.nvidia.com), else its GPUs (gpu.nvidia.com)."""
+    gpus = [gpu for gpu in (facts or {}).get("gpus") or [] if not gpu.get("error")]
+    if any(((gpu.get("mig") or {}).get("current_mode")) == "enabled" for gpu in gpus):
+        return sum(len((gpu.get("mig") or {}).get("devices") or []) for gpu in gpus)
+    return len(gpus)
 
 
 def _dra_entry(entry, node_name, facts, stages, unhealthy):

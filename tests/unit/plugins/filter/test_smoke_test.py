@@ -722,5 +722,28 @@ def test_a_node_on_the_dra_path_asks_for_its_gpu_model_through_a_claim():
         "node-a: node node-a advertises no nvidia.com/gpu (allocatable 0); is the device plugin running there?"]
 
 
+def test_a_dra_node_whose_devices_are_all_allocated_is_busy_not_tested():
+    dra_node = node("node-a", {})
+    dra_node["metadata"]["labels"] = {"nvidia.com/dra-kubelet-plugin": "true"}
+
+    def claim(name, node_name, devices, driver="gpu.nvidia.com"):
+        return {"metadata": {"name": name, "namespace": "ml"}, "status": {"allocation": {"devices": {"results": [
+            {"driver": driver, "pool": node_name, "device": "gpu-%d" % index, "request": "gpu"}
+            for index in range(devices)]}}}}
+
+    one_gpu = fleet()[:1]  # node-a: one H100
+    # its one GPU allocated to a training job's claim: busy, named with the claim, no pod
+    answer = st.smoke_plan(one_gpu, [dra_node], "nvidia.com/gpu", "one", dra_label="nvidia.com/dra-kubelet-plugin",
+                           claims=[claim("train-0-gpu", "node-a", 1), claim("other", "node-b", 1)])
+    assert answer["plan"] == [] and answer["problems"] == []
+    assert [(e["why"], e["holders"], e["reason"]) for e in answer["not_tested"]] == [
+        ("busy", ["ml/train-0-gpu"],
+         "not tested: all 1 gpu.nvidia.com devices are allocated to ResourceClaims (ml/train-0-gpu)")]
+    # another driver's devices, or another node's, leave it free
+    free = st.smoke_plan(one_gpu, [dra_node], "nvidia.com/gpu", "one", dra_label="nvidia.com/dra-kubelet-plugin",
+                         claims=[claim("nic", "node-a", 1, driver="nic.example.com"), claim("x", "node-b", 2)])
+    assert [e["node"] for e in free["plan"]] == ["node-a"] and free["not_tested"] == []
+
+
 def test_a_product_name_is_a_cel_string():
     assert st._cel_string("it's \\ odd") == "'it\\'s \\\\ odd'"
