@@ -588,6 +588,12 @@ def test_dra_smoke_pods_ask_for_the_nodes_gpu_through_their_own_claim():
         # The claim's CDI device brings the GPU: no RuntimeClass.
         assert "runtimeClassName" not in spec
         assert spec["securityContext"]["runAsNonRoot"] is True
+        # The CUDA image says NVIDIA_VISIBLE_DEVICES=all: where nvidia is the runtime's default handler it would
+        # inject every GPU of the node; the pod sees only its claim's device.
+        env = dict((e["name"], e["value"]) for e in spec["containers"][0]["env"])
+        assert env["NVIDIA_VISIBLE_DEVICES"] == "void"
+    # the device plugin's pod is given its GPUs by the plugin (envvar strategy): nothing set here
+    assert "NVIDIA_VISIBLE_DEVICES" not in [e["name"] for e in plugin_pod["spec"]["containers"][0]["env"]]
 
 
 def _read_what_the_tests_share():
