@@ -157,8 +157,13 @@ def _plan_row(row):
     return labels, None
 
 
-def node_label_plan(hosts):
+def node_label_plan(hosts, nodes=None):
     """Split GPU hosts into those whose Node gets its kubelet's labels and those left alone, with why.
+
+    With ``nodes`` (the Node objects of one list of the API: their metadata.name and labels), a host
+    whose Node carries every label already is in ``same`` (no request needed: a re-run of a converged
+    fleet writes nothing), one whose Node is not in the list is skipped as not in the cluster, and
+    ``label`` keeps only the labels that differ.
 
     ``hosts`` has one dict per GPU host: ``host`` (inventory name), ``node`` (Kubernetes node name),
     ``facts`` (``ansible_facts['nvidia']`` when gpufleet.nvidia.nvml_facts ran on the host in this
@@ -170,17 +175,30 @@ def node_label_plan(hosts):
     if not isinstance(hosts, list):
         raise AnsibleFilterError("node_label_plan expects a list of hosts (dicts with host, node, facts, "
                                  "gpu_labels, node_labels), got %s: %r" % (type(hosts).__name__, hosts))
-    plan = {"label": [], "skip": []}
+    plan = {"label": [], "skip": [], "same": []}
+    current = None
+    if nodes is not None:
+        current = dict((((node or {}).get("metadata") or {}).get("name"),
+                        ((node or {}).get("metadata") or {}).get("labels") or {}) for node in nodes)
     for row in hosts:
         if not isinstance(row, dict) or not row.get("host"):
             raise AnsibleFilterError("node_label_plan expects each host as a dict with at least 'host', got %r"
                                      % (row,))
         node = row.get("node") or row["host"]
         labels, reason = _plan_row(row)
+        if not reason and current is not None and node not in current:
+            reason = "not in the cluster (no Node named %s)" % node
         if reason:
             plan["skip"].append({"host": row["host"], "node": node, "reason": reason})
-        else:
-            plan["label"].append({"host": row["host"], "node": node, "labels": labels})
+            continue
+        if current is not None:
+            labels = dict((key, value) for key, value in labels.items() if current[node].get(key) != str(value))
+            if not labels:
+                plan["same"].append({"host": row["host"], "node": node})
+                continue
+        # name and patch: what gpufleet.nvidia.api_patch sends for it
+        plan["label"].append({"host": row["host"], "node": node, "labels": labels,
+                              "name": node, "patch": {"metadata": {"labels": labels}}})
     return plan
 
 

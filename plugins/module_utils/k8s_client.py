@@ -119,12 +119,13 @@ def path_of(*parts):
     return "/" + "/".join(quote(part, safe="") for part in parts)
 
 
-def request(client, method, path, query=None, body=None, timeout=30):
+def request(client, method, path, query=None, body=None, timeout=30, content_type="application/json"):
     """One request, as JSON both ways, through the client's connection pool (its TLS and credentials):
     the objects as the API wrote them (the shape of kubernetes.core's resources) and as the caller
     wrote them, with none of the client's models, which cost more CPU than the request at a thousand
     objects and, in newer clients, refuse what the API takes (a quantity written as a number).
-    An answer outside 2xx is raised as ApiAnswer; no answer as the connection's own error."""
+    An answer outside 2xx is raised as ApiAnswer; no answer as the connection's own error.
+    ``content_type`` is the body's (application/merge-patch+json for a JSON merge patch)."""
     configuration = client.configuration
     headers = {"Accept": "application/json", "User-Agent": client.user_agent}
     # The client's own header credentials (a bearer token, refreshed by its hook when it expires), named
@@ -139,7 +140,7 @@ def request(client, method, path, query=None, body=None, timeout=30):
                 headers["Authorization"] = token if " " in token else "Bearer %s" % token
     data = None
     if body is not None:
-        headers["Content-Type"] = "application/json"
+        headers["Content-Type"] = content_type
         data = json.dumps(body).encode("utf-8")
     url = configuration.host + path + ("?" + urlencode(query) if query else "")
     response = client.rest_client.pool_manager.request(method, url, body=data, headers=headers,

@@ -62,7 +62,8 @@ def test_labels_are_what_gpu_kubelet_gives_kubelet_user_labels_win():
     assert not skip
     expected = dict(node_labels(facts))
     expected.update(extra)
-    assert label["gpu-a"] == {"host": "gpu-a", "node": "gpu-a.example", "labels": expected}
+    assert label["gpu-a"] == {"host": "gpu-a", "node": "gpu-a.example", "labels": expected,
+                              "name": "gpu-a.example", "patch": {"metadata": {"labels": expected}}}
 
 
 def test_gpu_labels_off_keeps_only_the_users():
@@ -105,7 +106,7 @@ def test_node_defaults_to_the_host_and_order_is_kept():
     plan = node_label_plan(hosts)
     assert [(entry["host"], entry["node"]) for entry in plan["label"]] == [
         ("gpu-c", "gpu-c"), ("gpu-a", "gpu-a"), ("gpu-b", "gpu-b")]
-    assert node_label_plan([]) == {"label": [], "skip": []}
+    assert node_label_plan([]) == {"label": [], "skip": [], "same": []}
 
 
 @pytest.mark.parametrize("value,words", [
@@ -121,3 +122,20 @@ def test_wrong_input_names_what_it_got(value, words):
 
 def test_filter_is_registered():
     assert FilterModule().filters()["node_label_plan"] is node_label_plan
+
+
+def test_with_the_nodes_only_what_differs_is_sent():
+    facts = nvml_facts(readings.H100)
+    labels = node_labels(facts)
+    nodes = [{"metadata": {"name": "gpu-a", "labels": dict(labels, team="ml")}},              # converged
+             {"metadata": {"name": "gpu-b", "labels": dict(labels, **{"nvidia.com/gpu.count": "7"})}},  # drifted
+             {"metadata": {"name": "gpu-c"}}]                                                  # joined, unlabelled
+    plan = node_label_plan([row("gpu-a", facts), row("gpu-b", facts), row("gpu-c", facts), row("gpu-d", facts)],
+                           nodes)
+    assert plan["same"] == [{"host": "gpu-a", "node": "gpu-a"}]
+    label, skip = by_host(plan)
+    assert label["gpu-b"]["labels"] == {"nvidia.com/gpu.count": labels["nvidia.com/gpu.count"]}
+    assert label["gpu-c"]["labels"] == labels
+    assert skip == {"gpu-d": {"host": "gpu-d", "node": "gpu-d", "reason": "not in the cluster (no Node named gpu-d)"}}
+    # without the nodes, every labelled host is sent all its labels, as before
+    assert [e["host"] for e in node_label_plan([row("gpu-a", facts)])["label"]] == ["gpu-a"]

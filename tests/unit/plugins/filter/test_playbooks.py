@@ -106,7 +106,17 @@ def test_site_labels_only_hosts_with_facts_from_this_run_in_state_ok():
     assert plan["skip"][2]["reason"] == "NVIDIA state is driver_not_loaded: no module"
 
     label = task(CLUSTER, "Label the GPU nodes as their kubelet does")
-    assert rendered(CLUSTER, label["loop"], __gpufleet_label_plan=plan) == plan["label"]
+    assert rendered(CLUSTER, label["gpufleet.nvidia.api_patch"]["patches"], __gpufleet_label_plan=plan) == plan["label"]
+    assert plan["label"][0]["name"] == "node-a"
+    assert plan["label"][0]["patch"] == {"metadata": {"labels": plan["label"][0]["labels"]}}
+    # With the Nodes read, a converged Node gets no patch, and a host whose Node is gone is named.
+    nodes = [{"metadata": {"name": "node-a", "labels": plan["label"][0]["labels"]}}]
+    again = rendered(CLUSTER, decide["ansible.builtin.set_fact"]["__gpufleet_label_plan"],
+                     __gpufleet_label_nodes={"resources": nodes}, **variables)
+    assert again["label"] == [] and again["same"] == [{"host": "gpu-a", "node": "node-a"}]
+    gone = rendered(CLUSTER, decide["ansible.builtin.set_fact"]["__gpufleet_label_plan"],
+                    __gpufleet_label_nodes={"resources": []}, **variables)
+    assert gone["label"] == [] and "not in the cluster (no Node named node-a)" in gone["skip"][0]["reason"]
     say = task(CLUSTER, "Say which GPU nodes are not labelled, and why")
     lines = rendered(CLUSTER, say["ansible.builtin.debug"]["msg"], __gpufleet_label_plan=plan)
     assert lines[0] == ("gpu-b (node gpu-b): not labelled, no NVIDIA facts from this run (outside --limit, "
@@ -263,7 +273,7 @@ def test_report_reads_the_nodes_where_site_yml_labels_them():
     label = task(CLUSTER, "Label the GPU nodes as their kubelet does")
     assert REPORT["Nodes of the cluster for the fleet report"]["hosts"] == CLUSTER["hosts"]
     for key in ("kubeconfig", "context"):
-        assert read["kubernetes.core.k8s_info"][key] == label["kubernetes.core.k8s"][key]
+        assert read["kubernetes.core.k8s_info"][key] == label["gpufleet.nvidia.api_patch"][key]
     assert read["ignore_errors"] is True
 
 
