@@ -633,19 +633,20 @@ def smoke_add_events(verdicts, events):
     """Add the events of failed pods to a stage's verdicts: ``events`` is a list of Event objects (one
     list of the namespace's), each given to the pod of its ``involvedObject.uid``, so that an earlier
     pod of the same name (an earlier run's) lends none; or pod name -> Event objects."""
+    by_uid = None
     if isinstance(events, list):
         by_uid = {}
         for event in events:
             uid = ((event or {}).get("involvedObject") or {}).get("uid")
             if uid:
                 by_uid.setdefault(uid, []).append(event)
-        mine = lambda row: by_uid.get(row.get("uid")) if row.get("uid") else None  # noqa: E731
-    else:
-        mine = lambda row: (events or {}).get(row.get("pod"))  # noqa: E731
     rows = []
     for verdict in verdicts or []:
         row = dict(verdict)
-        found = mine(row)
+        if by_uid is not None:
+            found = by_uid.get(row.get("uid")) if row.get("uid") else None
+        else:
+            found = (events or {}).get(row.get("pod"))
         if found:
             row["events"] = event_words(found)
         rows.append(row)

@@ -37,7 +37,8 @@ options:
     type: str
   patches:
     description:
-      - One entry per object - C(name) and C(patch), the merge patch as a dict (C({metadata: {labels: {...}}})).
+      - One entry per object - C(name) and C(patch), the merge patch as a dict, such as a C(metadata) with the
+        C(labels) to set. Other keys of an entry are left alone.
       - An empty list sends nothing and changes nothing.
     type: list
     elements: dict
@@ -219,17 +220,20 @@ def main():
         client = api_client(auth_settings(params, os.environ), pool=params["parallel"])
     except Exception as error:  # pylint: disable=broad-except
         module.fail_json(msg="api_patch: could not configure the Kubernetes client: %s" % error, **result)
-    calls = Requests(lambda method, path, query, body, timeout: request(client, method, path, query, body, timeout,
-                                                                         content_type=MERGE_PATCH),
-                     params["retries"], params["delay"], params["request_timeout"])
+
+    def send(method, path, query, body, timeout):
+        return request(client, method, path, query, body, timeout, content_type=MERGE_PATCH)
+
+    calls = Requests(send, params["retries"], params["delay"], params["request_timeout"])
     result.update(send_all(calls, params, params["patches"], module.check_mode))
     result["requests"] = calls.requests
     result["changed"] = bool(result["patched"])
     if result["failures"]:
+        words = "; ".join("%s: HTTP %s %s: %s (tried %d times)" % (
+            failure["name"], failure["status"] or "no answer", failure["reason"] or "", failure["message"],
+            failure["tries"]) for failure in result["failures"])
         module.fail_json(msg="api_patch: %d of %d %s patch(es) failed: %s%s" % (
-            len(result["failures"]), len(params["patches"]), params["resource"], "; ".join(
-                "%s: HTTP %s %s: %s (tried %d times)" % (f["name"], f["status"] or "no answer", f["reason"] or "",
-                                                          f["message"], f["tries"]) for f in result["failures"]),
+            len(result["failures"]), len(params["patches"]), params["resource"], words,
             ("; not tried: %s" % ", ".join(result["not_tried"])) if result["not_tried"] else ""), **result)
     module.exit_json(**result)
 

@@ -23,7 +23,7 @@ description:
     number of pods; a node counts as not Ready once it was seen so for O(grace) seconds. An answer the API gives
     under load (HTTP 429, 5xx) or no answer is met by looking again at the next turn.
   - With O(unschedulable_grace), a pod the scheduler cannot place (its C(PodScheduled) condition C(False) with
-    reason C(Unschedulable): no node fits, a claim no device matches, a node whose GPUs are all taken) that stays so
+    reason C(Unschedulable) - no node fits, a claim no device matches, a node whose GPUs are all taken) that stays so
     for that many seconds ends the wait for it too, named in RV(unschedulable) with the scheduler's words, instead
     of a whole timeout spent on a pod that stays C(Pending).
   - Changes nothing.
