@@ -12,6 +12,7 @@ MIG ``profile`` and ``parentUUID`` attributes and its ``memory`` capacity in byt
 
 from __future__ import annotations
 
+import json
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -215,6 +216,69 @@ def dra_device_plugin_nodes(nodes, node_names):
     return out
 
 
+def _version_numbers(text):
+    """``565.57.01`` -> (565, 57, 1); None when the text does not start with a number."""
+    numbers = []
+    for part in str(text or "").strip().split("."):
+        match = re.match(r"^([0-9]+)", part)
+        if not match:
+            break
+        numbers.append(int(match.group(1)))
+        if match.group(1) != part:
+            break
+    return tuple(numbers) or None
+
+
+def dra_old_drivers(rows, minimum):
+    """The hosts of ``rows`` (fleet_nodes' rows: host, facts, excluded) whose NVIDIA driver is older than
+    ``minimum`` (``565``: NVIDIA's DRA driver's prerequisite): [{host, driver_version, words}].
+
+    A host without facts (outside --limit, unreachable, unreadable) or whose facts hold no driver version
+    (driver not loaded) is not judged here: the role's check of the slices names it."""
+    wanted = _version_numbers(minimum)
+    if wanted is None:
+        raise AnsibleFilterError("dra_old_drivers: the minimum %r is not a driver version such as 565" % (minimum,))
+    out = []
+    for row in rows or []:
+        facts = (row or {}).get("facts")
+        if row.get("excluded") or not isinstance(facts, dict):
+            continue
+        version = facts.get("driver_version")
+        numbers = _version_numbers(version)
+        if numbers is None or numbers >= wanted:
+            continue
+        out.append({"host": row.get("host"), "driver_version": str(version),
+                    "words": "%s (driver %s)" % (row.get("host"), version)})
+    return out
+
+
+def _gate_on(value):
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in ("true", "yes", "on", "1")
+
+
+def dra_dynamic_mig_layouts(hosts, hostvars, feature_gates):
+    """With the DynamicMIG feature gate on in ``feature_gates``, the hosts whose inventory declares a gpu_mig
+    layout (a non-empty ``gpu_mig_layout``): [{host, layout, words}]; none when the gate is off.
+
+    NVIDIA's kubelet plugin with DynamicMIG deletes at its start every MIG device its checkpoint does not
+    name, and turns MIG mode off on a GPU left without one (cmd/gpu-kubelet-plugin, driver.go NewDriver ->
+    DestroyUnknownMIGDevices): it and gpu_mig cannot both own a node's MIG layout."""
+    if not _gate_on((feature_gates or {}).get("DynamicMIG", False)):
+        return []
+    out = []
+    for host in hosts or []:
+        if host not in hostvars:
+            continue
+        layout = hostvars[host].get("gpu_mig_layout")
+        if layout in (None, "", [], {}):
+            continue
+        words = json.dumps(layout, sort_keys=True, default=str)
+        out.append({"host": host, "layout": layout, "words": "%s (gpu_mig_layout %s)" % (host, words)})
+    return out
+
+
 class FilterModule(object):
     """DRA driver filters."""
 
@@ -222,4 +286,6 @@ class FilterModule(object):
         return {
             "dra_slices_check": dra_slices_check,
             "dra_device_plugin_nodes": dra_device_plugin_nodes,
+            "dra_old_drivers": dra_old_drivers,
+            "dra_dynamic_mig_layouts": dra_dynamic_mig_layouts,
         }

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 
@@ -134,3 +135,56 @@ def test_nodes_whose_gpus_a_device_plugin_advertises():
     held = dra.dra_device_plugin_nodes(nodes, ["a", "b", "c"])
     assert held == [{"node": "a", "resources": {"nvidia.com/gpu": 8}, "words": "a (nvidia.com/gpu=8)"},
                     {"node": "c", "resources": {"nvidia.com/mig-1g.10gb": 7}, "words": "c (nvidia.com/mig-1g.10gb=7)"}]
+
+
+SMI = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "nvidia-smi")
+
+
+def smi_facts(capture):
+    """A real nvidia-smi -q -x capture as the facts' driver_version and GPUs."""
+    with open(os.path.join(SMI, capture)) as handle:
+        return inv.parse_smi_xml(handle.read())
+
+
+# NVIDIA's DRA driver for GPUs, docs/prerequisites.md at v0.4.1: "NVIDIA Driver | v565 or later for GPU allocation".
+@pytest.mark.parametrize("capture, old", [
+    ("telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml", "535.54.03"),
+    ("telegraf-rtx-3090-passthrough-driver-525.147.05-v12-redacted.xml", "525.147.05"),
+    ("telegraf-rtx-3060-driver-570.124.04-v12.xml", None),
+    ("telegraf-rtx-3090-driver-590.44.01-v13.xml", None),
+    ("telegraf-rtx-3080-driver-595.58.03-v13.xml", None),
+])
+def test_a_dra_host_whose_driver_is_older_than_565_is_named_with_its_version(capture, old):
+    rows = [{"host": "gpu-a", "node": "gpu-a", "facts": smi_facts(capture), "excluded": None}]
+    found = dra.dra_old_drivers(rows, "565")
+    if old is None:
+        assert found == []
+    else:
+        assert found == [{"host": "gpu-a", "driver_version": old, "words": "gpu-a (driver %s)" % old}]
+
+
+def test_the_driver_minimum_is_read_number_by_number_and_hosts_without_a_version_are_left_out():
+    def row(host, version, excluded=None):
+        return {"host": host, "facts": None if version is False else {"driver_version": version}, "excluded": excluded}
+    rows = [row("a", "560.35.03"), row("b", "565.57.01"), row("c", "565"), row("d", "1000.1"),
+            row("e", None), row("f", False), row("g", "470.74", excluded="outside --limit, not contacted")]
+    assert [r["host"] for r in dra.dra_old_drivers(rows, "565")] == ["a"]
+    assert [r["host"] for r in dra.dra_old_drivers(rows, "565.57.02")] == ["a", "b", "c"]
+    with pytest.raises(AnsibleFilterError):
+        dra.dra_old_drivers(rows, "new")
+
+
+@pytest.mark.parametrize("gates, expected", [
+    ({"DynamicMIG": True}, ['mig-a (gpu_mig_layout "balanced")',
+                            'mig-b (gpu_mig_layout [{"gpus": [0], "mig": false}])']),
+    ({"DynamicMIG": "true"}, ['mig-a (gpu_mig_layout "balanced")',
+                              'mig-b (gpu_mig_layout [{"gpus": [0], "mig": false}])']),
+    ({"DynamicMIG": False}, []),
+    ({"MPSSupport": True}, []),
+    ({}, []),
+])
+def test_dynamic_mig_is_refused_beside_a_gpu_mig_layout_on_the_same_host(gates, expected):
+    hostvars = {"mig-a": {"gpu_mig_layout": "balanced"}, "mig-b": {"gpu_mig_layout": [{"gpus": [0], "mig": False}]},
+                "plain": {}, "empty": {"gpu_mig_layout": []}, "blank": {"gpu_mig_layout": ""}}
+    found = dra.dra_dynamic_mig_layouts(["mig-a", "plain", "mig-b", "empty", "blank", "nowhere"], hostvars, gates)
+    assert [r["words"] for r in found] == expected
