@@ -499,6 +499,14 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert env["IMAGE_NAME"] == plugin["image"]
     assert env["NVIDIA_DRIVER_ROOT"] == overrides.get("gpu_dra_driver_driver_root", "/")
+    # The chart's probes and metrics (v0.4.1, templates/kubeletplugin.yaml with its default values): the plugin
+    # serves gRPC health (service "liveness") on HEALTHCHECK_PORT, and none at all without it (its flag's default is -1).
+    assert env["HEALTHCHECK_PORT"] == "51516"
+    assert plugin["startupProbe"] == {"grpc": {"port": 51516, "service": "liveness"}, "failureThreshold": 600,
+                                      "periodSeconds": 1, "timeoutSeconds": 10}
+    assert plugin["livenessProbe"] == {"grpc": {"port": 51516, "service": "liveness"}, "failureThreshold": 3,
+                                       "periodSeconds": 30, "timeoutSeconds": 10}
+    assert (env["HTTP_ENDPOINT"], env["METRICS_PATH"]) == (":8080", "/metrics")
     gates = overrides.get("gpu_dra_driver_feature_gates", {})
     assert env.get("FEATURE_GATES") == (",".join("%s=%s" % (k, str(v).lower()) for k, v in sorted(gates.items()))
                                         or None)
@@ -523,6 +531,8 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     assert [c["spec"]["selectors"][0]["cel"]["expression"] for c in classes] == [
         "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == '%s'" % kind
         for kind in ("gpu", "mig")]
+    # nvidia.com/gpu stays the device plugin's resource (the chart maps it to gpu.nvidia.com; the template says why).
+    assert not any("extendedResourceName" in c["spec"] for c in classes)
     account = [doc for doc in docs if doc["kind"] == "ServiceAccount"][0]["metadata"]["name"]
     assert spec["serviceAccountName"] == account
     rules = kinds["ClusterRole"]["rules"]
