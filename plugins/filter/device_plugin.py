@@ -22,7 +22,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.inventory.manager import split_host_pattern
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.dotted import keep_paths
-from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.facts_of_run import has_run_marker
+from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.facts_of_run import RUN_MARKER_RE, has_run_marker
 
 GPU_RESOURCE = "nvidia.com/gpu"
 CONFIG_LABEL = "nvidia.com/device-plugin.config"
@@ -447,6 +447,19 @@ def _gathered_by_host(gathered):
     return by_host
 
 
+def _unreachable_in_run(variables):
+    """The message of a read of this run (a registered run marker) that found the host unreachable, else None."""
+    try:
+        names = [name for name in variables.keys() if RUN_MARKER_RE.match(str(name))]
+    except (AttributeError, TypeError):
+        return None
+    for name in names:
+        result = variables.get(name)
+        if isinstance(result, dict) and result.get("unreachable"):
+            return str(result.get("msg") or "unreachable")[:300]
+    return None
+
+
 def fleet_nodes(hosts, hostvars, limit=None, gathered=None, keep=None):
     """Inventory hosts -> [{host, node, facts, resource, gather, excluded}]: the Kubernetes node name
     is the host's ``gpufleet_node_name`` (else its inventory name), facts its ``ansible_facts['nvidia']``
@@ -461,7 +474,9 @@ def fleet_nodes(hosts, hostvars, limit=None, gathered=None, keep=None):
     once any host of the list does, a host without one has only a fact cache's facts. A host
     inside the limit without facts of this run is to be read (``gather``) unless ``gathered``
     (the results of that read, a delegated nvml_facts loop) says how it went: read, or
-    ``excluded`` as unreachable or unreadable. ``keep``: dotted paths of the only facts kept
+    ``excluded`` as unreachable or unreadable. A host a read of this run found unreachable (its run
+    marker registered with ``unreachable``, as site.yml's facts play registers it) is ``excluded``
+    at once, not read again. ``keep``: dotted paths of the only facts kept
     (``gpus.uuid``: each GPU's UUID), for a role that carries a thousand hosts' facts from task to task.
     """
     rows = []
@@ -476,10 +491,14 @@ def fleet_nodes(hosts, hostvars, limit=None, gathered=None, keep=None):
         variables = variables_of.get(host, {})
         facts = (variables.get("ansible_facts") or {}).get("nvidia")
         gather, excluded = False, None
+        unreachable = _unreachable_in_run(variables)
         if inside is not None and host not in inside:
             facts, excluded = None, "outside --limit, not contacted"
         elif host in results:
             facts, excluded = results[host]
+        elif unreachable:
+            # This run's read of its facts found it unreachable: not tried again by every part.
+            facts, excluded = None, "unreachable in this run: %s" % unreachable
         elif any_marked and not marked[host]:
             facts, gather = None, True
         elif facts is None:

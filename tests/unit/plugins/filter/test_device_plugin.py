@@ -217,7 +217,8 @@ def test_fleet_nodes_leave_out_the_hosts_outside_the_limit_whatever_their_facts(
 def test_fleet_nodes_take_cached_facts_for_stale_once_a_host_carries_this_runs_marker():
     # site.yml's first play registered __gpufleet_nvml_run on every host it ran on. a's read gave its
     # facts; b was unreachable and c's read failed, which register a result too, without facts; d
-    # was outside that play. Their facts come from a fact cache: read again rather than believed.
+    # was outside that play. Their facts come from a fact cache: not believed. c and d are read again;
+    # b, found unreachable in this run, is left out at once (before: every part tried it again).
     read = {"changed": False, "ansible_facts": {"nvidia": H100}}
     hostvars = {"a": {"ansible_facts": {"nvidia": H100}, "__gpufleet_nvml_run": read},
                 "b": {"ansible_facts": {"nvidia": H100},
@@ -232,8 +233,10 @@ def test_fleet_nodes_take_cached_facts_for_stale_once_a_host_carries_this_runs_m
                 "g": {"ansible_facts": {"nvidia": H100}, "__gpu_kubelet_converged": {"current": True}}}
     rows = dp.fleet_nodes(["a", "b", "c", "d", "e", "f", "g"], hostvars)
     assert [(row["host"], row["facts"] is not None, row["gather"]) for row in rows] == [
-        ("a", True, False), ("b", False, True), ("c", False, True), ("d", False, True), ("e", True, False),
+        ("a", True, False), ("b", False, False), ("c", False, True), ("d", False, True), ("e", True, False),
         ("f", True, False), ("g", False, True)]
+    assert rows[1]["excluded"] == "unreachable in this run: Failed to connect"
+    assert [row["excluded"] for row in rows if row["host"] != "b"] == [None] * 6
 
 
 def test_fleet_nodes_name_the_hosts_that_could_not_be_read():
