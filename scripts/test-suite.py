@@ -112,8 +112,8 @@ def build_jobs():
         Job("ssh key", "set-up", make("ssh-key"), needs=["system"], estimate=1),
         Job("venv oldest", "set-up", make("venv-oldest"), needs=["uv"], estimate=15),
         Job("lint", "lint", make("lint"), needs=["venv", "collections"], estimate=150),
-        Job("control plane build", "set-up", make("controlplane-build"), needs=["system"], estimate=400),
-        Job("control plane", "cluster", make("controlplane"), needs=["venv", "control plane build"], estimate=60),
+        Job("control plane build", "set-up", make("controlplane-build"), needs=["system"], estimate=750),
+        Job("control plane", "cluster", make("controlplane"), needs=["venv", "control plane build"], estimate=180),
         Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
     ]
     for core in cores:
