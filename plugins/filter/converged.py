@@ -22,6 +22,7 @@ import re
 import yaml
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.gpufleet.nvidia.plugins.filter.booleans import as_boolean, role_booleans
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils import facts_of_run
 from ansible_collections.gpufleet.nvidia.plugins.plugin_utils.facts_of_run import stable_nvidia
 
@@ -62,6 +63,11 @@ def converged_digest(data, role):
             or not os.path.isdir(os.path.join(ROOT, "roles", role)):
         raise AnsibleFilterError("converged_digest: %r is not a role of this collection" % (role,))
     inputs = dict(data)
+    # A boolean setting is the same input however it was given: true in YAML, "true" from -e name=true.
+    if isinstance(inputs.get("vars"), dict):
+        flags = set(role_booleans(role))
+        inputs["vars"] = dict((name, as_boolean(value) if name in flags and as_boolean(value) is not None else value)
+                              for name, value in inputs["vars"].items())
     facts = inputs.get("facts")
     if isinstance(facts, dict) and "nvidia" in facts:
         inputs["facts"] = dict(facts, nvidia=stable_nvidia(facts["nvidia"]))

@@ -112,3 +112,21 @@ def test_the_roles_code_is_part_of_the_digest(tmp_path, monkeypatch):
 def test_bad_input_is_refused(data, role, message):
     with pytest.raises(AnsibleFilterError, match=message):
         converged.converged_digest(data, role)
+
+
+@pytest.mark.parametrize("given", ["true", "True", "yes", "on", "1", 1])
+def test_a_boolean_given_as_text_is_the_same_input(given):
+    # -e gpu_kubelet_skip_when_converged=true hands the role the text "true": the same input as a YAML true, so a
+    # run given it on the command line still takes the fast path.
+    assert digest(dict(facts(), vars={"gpu_kubelet_gpu_labels": given})) == digest(
+        dict(facts(), vars={"gpu_kubelet_gpu_labels": True}))
+    assert digest(dict(facts(), vars={"gpu_kubelet_gpu_labels": given})) != digest(
+        dict(facts(), vars={"gpu_kubelet_gpu_labels": False}))
+
+
+def test_only_boolean_settings_are_read_as_booleans():
+    # A list or a text setting keeps its value; a boolean setting that is no boolean is refused earlier, not here.
+    assert digest(dict(facts(), vars={"gpu_kubelet_service": "true"})) != digest(
+        dict(facts(), vars={"gpu_kubelet_service": True}))
+    assert digest(dict(facts(), vars={"gpu_kubelet_gpu_labels": "maybe"})) != digest(
+        dict(facts(), vars={"gpu_kubelet_gpu_labels": True}))
