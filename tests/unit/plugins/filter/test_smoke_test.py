@@ -645,6 +645,13 @@ def test_role_fails_on_unhealthy_nodes_only_when_every_node_must_be_tested():
     assert role_fails_on(rows, False) == ["node-a", "node-b"]
 
 
+def test_a_node_that_cannot_be_tested_fails_once_whether_or_not_every_node_must_be_tested():
+    answer = st.smoke_plan(fleet()[2:4], NODES, "nvidia.com/gpu", "one")  # node-c gone, node-d not Ready
+    rows = st.smoke_rows([], {}, not_tested=answer["not_tested"])
+    assert role_fails_on(rows, True) == ["node-c", "node-d"]
+    assert role_fails_on(rows, False) == ["node-c", "node-d"]
+
+
 # ---- a node that stops being Ready while its pod runs -------------------------------------
 
 def test_a_pod_on_a_node_that_stopped_being_ready_is_judged_by_that_node():
