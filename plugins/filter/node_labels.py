@@ -191,14 +191,18 @@ def node_label_plan(hosts, nodes=None):
         if reason:
             plan["skip"].append({"host": row["host"], "node": node, "reason": reason})
             continue
+        entry = {"host": row["host"], "node": node}
         if current is not None:
             labels = dict((key, value) for key, value in labels.items() if current[node].get(key) != str(value))
             if not labels:
-                plan["same"].append({"host": row["host"], "node": node})
+                plan["same"].append(entry)
                 continue
+            # what those labels are now, for --diff
+            now = dict((key, current[node][key]) for key in labels if key in current[node])
+            entry["before"] = {"metadata": {"labels": now}}
         # name and patch: what gpufleet.nvidia.api_patch sends for it
-        plan["label"].append({"host": row["host"], "node": node, "labels": labels,
-                              "name": node, "patch": {"metadata": {"labels": labels}}})
+        entry.update(labels=labels, name=node, patch={"metadata": {"labels": labels}})
+        plan["label"].append(entry)
     return plan
 
 

@@ -38,7 +38,8 @@ options:
   patches:
     description:
       - One entry per object - C(name) and C(patch), the merge patch as a dict, such as a C(metadata) with the
-        C(labels) to set. Other keys of an entry are left alone.
+        C(labels) to set; optionally C(before), the same fields as the object has them now, for the diff
+        (C(--diff)). Other keys of an entry are left alone.
       - An empty list sends nothing and changes nothing.
     type: list
     elements: dict
@@ -65,9 +66,9 @@ attributes:
     support: full
     details: Each patch is sent as a server-side dry run (C(dryRun=All)).
   diff_mode:
-    description: Would show a diff of what changed.
-    support: none
-    details: The caller plans what changes and shows it.
+    description: Shows a diff of what changed.
+    support: partial
+    details: For each patch that carries C(before), the diff of C(before) and the patch merged onto it.
   idempotent:
     description: A second run with the same arguments reports no change.
     support: none
@@ -152,6 +153,26 @@ def patch_errors(patches):
     return errors
 
 
+def merged(before, patch):
+    """A JSON merge patch (RFC 7386) applied to a copy of ``before``."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(before) if isinstance(before, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
+
+
+def diffs(patches, names):
+    """The diff of each patch of ``names`` that carries ``before``."""
+    return [dict(before=entry["before"], after=merged(entry["before"], entry["patch"]),
+                 before_header="%s (before)" % entry["name"], after_header="%s (after)" % entry["name"])
+            for entry in patches if entry["name"] in names and isinstance(entry.get("before"), dict)]
+
+
 def send_all(calls, params, patches, check_mode):
     """Each patch once, at most ``parallel`` at a time; after a failure for good the rest is not sent."""
     stop = threading.Event()
@@ -228,6 +249,8 @@ def main():
     result.update(send_all(calls, params, params["patches"], module.check_mode))
     result["requests"] = calls.requests
     result["changed"] = bool(result["patched"])
+    if module._diff:  # pylint: disable=protected-access
+        result["diff"] = diffs(params["patches"], set(result["patched"]))
     if result["failures"]:
         words = "; ".join("%s: HTTP %s %s: %s (tried %d times)" % (
             failure["name"], failure["status"] or "no answer", failure["reason"] or "", failure["message"],

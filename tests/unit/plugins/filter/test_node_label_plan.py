@@ -135,6 +135,9 @@ def test_with_the_nodes_only_what_differs_is_sent():
     assert plan["same"] == [{"host": "gpu-a", "node": "gpu-a"}]
     label, skip = by_host(plan)
     assert label["gpu-b"]["labels"] == {"nvidia.com/gpu.count": labels["nvidia.com/gpu.count"]}
+    # what --diff shows: the label's value now, and the patch
+    assert label["gpu-b"]["before"] == {"metadata": {"labels": {"nvidia.com/gpu.count": "7"}}}
+    assert label["gpu-c"]["before"] == {"metadata": {"labels": {}}}
     assert label["gpu-c"]["labels"] == labels
     assert skip == {"gpu-d": {"host": "gpu-d", "node": "gpu-d", "reason": "not in the cluster (no Node named gpu-d)"}}
     # without the nodes, every labelled host is sent all its labels, as before

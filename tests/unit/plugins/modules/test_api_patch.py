@@ -81,3 +81,15 @@ def test_the_module_refuses_bad_settings_and_sends_nothing_for_no_patch(capsys):
     assert result["failed"] and "parallel is 0" in result["msg"] and "patch must be a dict" in result["msg"]
     result = run_module(ap, {"resource": "nodes", "patches": []}, capsys)
     assert result["changed"] is False and result["requests"] == 0 and not result.get("failed")
+
+
+def test_the_diff_merges_the_patch_onto_what_the_object_has_now():
+    assert ap.merged({"metadata": {"labels": {"a": "1", "b": "2"}}},
+                     {"metadata": {"labels": {"b": "3", "a": None, "c": "4"}}}) == {
+        "metadata": {"labels": {"b": "3", "c": "4"}}}
+    patches = [{"name": "gpu-a", "before": {"metadata": {"labels": {"n": "7"}}}, "patch": {"metadata": {"labels": {"n": "8"}}}},
+               {"name": "gpu-b", "patch": {"metadata": {"labels": {"n": "8"}}}},
+               {"name": "gpu-c", "before": {}, "patch": {"metadata": {"labels": {"n": "8"}}}}]
+    assert ap.diffs(patches, {"gpu-a", "gpu-b"}) == [
+        {"before": {"metadata": {"labels": {"n": "7"}}}, "after": {"metadata": {"labels": {"n": "8"}}},
+         "before_header": "gpu-a (before)", "after_header": "gpu-a (after)"}]
