@@ -605,6 +605,10 @@ def device_plugin_others(daemonsets, method="manifests", namespace="nvidia-devic
     return others
 
 
+def _without_empty(selector):
+    return dict((key, value) for key, value in selector.items() if value not in (None, [], {}))
+
+
 def daemonset_selector_changes(daemonsets, manifests):
     """Rendered DaemonSets whose spec.selector differs from the one of the DaemonSet of the same namespace
     and name already in the cluster, as sentences. Kubernetes refuses a change of a DaemonSet's selector
@@ -619,8 +623,9 @@ def daemonset_selector_changes(daemonsets, manifests):
         found = existing.get((metadata.get("namespace"), metadata.get("name")))
         if not found:
             continue
-        have = (found.get("spec") or {}).get("selector") or {}
-        want = (manifest.get("spec") or {}).get("selector") or {}
+        # compared as the API compares it (apiequality.Semantic: an empty list or map is no value)
+        have = _without_empty((found.get("spec") or {}).get("selector") or {})
+        want = _without_empty((manifest.get("spec") or {}).get("selector") or {})
         if have != want:
             changes.append("DaemonSet %s/%s has spec.selector %s, the role's is %s" % (
                 metadata.get("namespace"), metadata.get("name"), json.dumps(have, sort_keys=True),

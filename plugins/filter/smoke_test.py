@@ -417,7 +417,8 @@ def _claimed_devices(claims):
         results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
         counts = {}
         for result in results:
-            if result.get("driver") == DRA_DRIVER and result.get("pool"):
+            # a claim with admin access (monitoring) takes no device from the others (resource.k8s.io/v1)
+            if result.get("driver") == DRA_DRIVER and result.get("pool") and not result.get("adminAccess"):
                 counts[result["pool"]] = counts.get(result["pool"], 0) + 1
         for node, count in counts.items():
             by_node.setdefault(node, []).append(("%s/%s" % (metadata.get("namespace"), metadata.get("name")), count))
@@ -557,12 +558,15 @@ def _listed(names, shown=3):
 
 
 def _dra_device_count(facts):
-    """The devices NVIDIA's DRA driver publishes for a node: its MIG devices when its GPUs run in MIG
-    mode (mig.nvidia.com), else its GPUs (gpu.nvidia.com)."""
-    gpus = [gpu for gpu in (facts or {}).get("gpus") or [] if not gpu.get("error")]
-    if any(((gpu.get("mig") or {}).get("current_mode")) == "enabled" for gpu in gpus):
-        return sum(len((gpu.get("mig") or {}).get("devices") or []) for gpu in gpus)
-    return len(gpus)
+    """The devices NVIDIA's DRA driver publishes for a node: each GPU in MIG mode as its MIG devices,
+    each other GPU whole (its kubelet plugin at v0.4.1 publishes a GPU whole only when MIG is off)."""
+    count = 0
+    for gpu in (facts or {}).get("gpus") or []:
+        if gpu.get("error"):
+            continue
+        mig = gpu.get("mig") or {}
+        count += len(mig.get("devices") or []) if mig.get("current_mode") == "enabled" else 1
+    return count
 
 
 def _dra_entry(entry, node_name, facts, stages, unhealthy):

@@ -105,7 +105,9 @@ def older_version(payload, git_version):
         for key in ("emulationMajor", "emulationMinor", "minCompatibilityMajor", "minCompatibilityMinor"):
             info.pop(key, None)
     else:
-        info.update(emulationMajor=major, emulationMinor=minor)
+        # a server emulates its own release and is compatible with the one before it
+        info.update(emulationMajor=major, emulationMinor=minor, minCompatibilityMajor=major,
+                    minCompatibilityMinor=str(int(minor) - 1))
     return json.dumps(info, indent=2).encode()
 
 

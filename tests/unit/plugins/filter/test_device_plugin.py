@@ -604,4 +604,8 @@ def test_a_daemonset_whose_selector_would_change_is_named():
         '{"matchLabels": {"name": "nvidia-device-plugin-ds"}}, the role\'s is '
         '{"matchLabels": {"app.kubernetes.io/name": "nvidia-device-plugin"}}']
     assert dp.daemonset_selector_changes([same, elsewhere], rendered) == []
+    # an empty matchExpressions is no value to the API, nor here
+    selector = dict(same["spec"]["selector"], matchExpressions=[])
+    same_with_empty = {"metadata": same["metadata"], "spec": {"selector": selector}}
+    assert dp.daemonset_selector_changes([same_with_empty], rendered) == []
     assert dp.daemonset_selector_changes([], rendered) == []

@@ -746,6 +746,16 @@ def test_a_dra_node_whose_devices_are_all_allocated_is_busy_not_tested():
     assert [(e["why"], e["holders"], e["reason"]) for e in answer["not_tested"]] == [
         ("busy", ["ml/train-0-gpu"],
          "not tested: all 1 gpu.nvidia.com devices are allocated to ResourceClaims (ml/train-0-gpu)")]
+    # a claim with admin access (a monitoring agent's) takes nothing from the others
+    monitoring = claim("dcgm-admin", "node-a", 1)
+    monitoring["status"]["allocation"]["devices"]["results"][0]["adminAccess"] = True
+    watched = st.smoke_plan(one_gpu, [dra_node], "nvidia.com/gpu", "one", dra_label="nvidia.com/dra-kubelet-plugin",
+                            claims=[monitoring])
+    assert [e["node"] for e in watched["plan"]] == ["node-a"]
+    # a node with one GPU in MIG mode (its MIG devices) and one whole: each counts as published
+    mixed = {"gpus": [{"mig": {"current_mode": "enabled", "devices": [{"uuid": "MIG-1"}, {"uuid": "MIG-2"}]}},
+                      {"mig": {"current_mode": "disabled"}}]}
+    assert st._dra_device_count(mixed) == 3  # pylint: disable=protected-access
     # another driver's devices, or another node's, leave it free
     free = st.smoke_plan(one_gpu, [dra_node], "nvidia.com/gpu", "one", dra_label="nvidia.com/dra-kubelet-plugin",
                          claims=[claim("nic", "node-a", 1, driver="nic.example.com"), claim("x", "node-b", 2)])
