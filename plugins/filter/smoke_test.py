@@ -559,7 +559,7 @@ def _listed(names, shown=3):
 
 def _dra_device_count(facts):
     """The devices NVIDIA's DRA driver publishes for a node: each GPU in MIG mode as its MIG devices,
-    each other GPU whole (its kubelet plugin at v0.4.1 publishes a GPU whole only when MIG is off)."""
+    each other GPU whole (its kubelet plugin at v0.4.1 and v0.5.0 publishes a GPU whole only when MIG is off)."""
     count = 0
     for gpu in (facts or {}).get("gpus") or []:
         if gpu.get("error"):

@@ -499,7 +499,7 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     assert env["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert env["IMAGE_NAME"] == plugin["image"]
     assert env["NVIDIA_DRIVER_ROOT"] == overrides.get("gpu_dra_driver_driver_root", "/")
-    # The chart's probes and metrics (v0.4.1, templates/kubeletplugin.yaml with its default values): the plugin
+    # The chart's probes and metrics (v0.5.0, templates/kubeletplugin.yaml with its default values): the plugin
     # serves gRPC health (service "liveness") on HEALTHCHECK_PORT, and none at all without it (its flag's default is -1).
     assert env["HEALTHCHECK_PORT"] == "51516"
     assert plugin["startupProbe"] == {"grpc": {"port": 51516, "service": "liveness"}, "failureThreshold": 600,
@@ -523,7 +523,10 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     assert volumes[parent["name"]] == ("/" if root == "/" else os.path.dirname(root.rstrip("/")))
     assert parent.get("mountPropagation") == (None if root == "/" else "HostToContainer")
     digest = overrides.get("gpu_dra_driver_image_digest")
-    assert plugin["image"] == "%s/dra-driver-nvidia-gpu:v0.4.1%s" % (
+    # v0.5.0: the plugin hands its pull policy and secrets to the MPS daemons it starts, as the chart does.
+    assert env["IMAGE_PULL_POLICY"] == plugin["imagePullPolicy"] == "IfNotPresent"
+    assert env.get("IMAGE_PULL_SECRETS") == (",".join(overrides.get("gpu_dra_driver_image_pull_secrets", [])) or None)
+    assert plugin["image"] == "%s/dra-driver-nvidia-gpu:v0.5.0%s" % (
         overrides.get("gpu_dra_driver_registry", "registry.k8s.io/dra-driver-nvidia"), "@" + digest if digest else "")
     assert spec.get("imagePullSecrets", []) == [{"name": n} for n in overrides.get("gpu_dra_driver_image_pull_secrets", [])]
     classes = [doc for doc in docs if doc["kind"] == "DeviceClass"]
@@ -538,11 +541,16 @@ def test_dra_driver_manifests_do_what_the_role_promises(case):
     rules = kinds["ClusterRole"]["rules"]
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
             "verbs": ["get", "list", "watch", "create", "update", "delete"]} in rules
+    assert {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "update", "patch"]} in rules
 
 
 @pytest.mark.parametrize("gates, method, refused", [
     ({"MPSSupport": True}, "manifests", True),
     ({"PassthroughSupport": True}, "manifests", True),
+    # v0.5.0: the consumable shares come only from the chart's consumableShares value.
+    ({"ConsumableShares": True}, "manifests", True),
+    ({"ConsumableShares": True}, "helm", False),
+    ({"ConsumableShares": False, "FabricManagerPartitioning": True}, "manifests", False),
     ({"MPSSupport": True}, "helm", False),
     ({"MPSSupport": False, "DynamicMIG": True}, "manifests", False),
 ])
