@@ -321,15 +321,22 @@ def plan_node(node, health, settings):
         return {"changes": changes, "kept": kept, "notes": notes, "patch": None}
     if not changes:
         changes.append("updated the record %s" % RECORD_ANNOTATION)
-    patch_metadata["name"] = metadata.get("name")
     # The precondition: the API server refuses the patch with 409 Conflict if the Node changed since it was read.
     patch_metadata["resourceVersion"] = metadata.get("resourceVersion")
-    patch = {"apiVersion": "v1", "kind": "Node", "metadata": patch_metadata}
+    patch = {"metadata": patch_metadata}
+    # What the Node has now of the fields the patch sets, for the diff (--diff).
+    before = {"metadata": {"resourceVersion": metadata.get("resourceVersion")}}
+    if "labels" in patch_metadata:
+        before["metadata"]["labels"] = dict((key, labels.get(key)) for key in patch_metadata["labels"])
+    if "annotations" in patch_metadata:
+        before["metadata"]["annotations"] = {RECORD_ANNOTATION: annotations.get(RECORD_ANNOTATION)}
     if taints_changed:
         # The whole list, as read, with only the gating's own taint added, changed or taken out;
         # null rather than an empty list, as the API leaves an empty list out.
         patch["spec"] = {"taints": new_taints or None}
-    return {"changes": changes, "kept": kept, "notes": notes, "patch": patch}
+        before["spec"] = {"taints": taints or None}
+    return {"changes": changes, "kept": kept, "notes": notes, "patch": patch, "before": before,
+            "name": metadata.get("name")}
 
 
 def _plain_taint(taint):
@@ -352,7 +359,7 @@ def node_health_plan(hosts, nodes, settings=None, only=None, earlier=None):
         raise AnsibleFilterError("node_health_plan expects a list of hosts (dicts with host, node, facts), got %r"
                                  % (hosts,))
     if not isinstance(nodes, list):
-        raise AnsibleFilterError("node_health_plan expects the Node objects as a list (kubernetes.core.k8s_info's "
+        raise AnsibleFilterError("node_health_plan expects the Node objects as a list (gpufleet.nvidia.api_list's "
                                  "resources), got %s" % type(nodes).__name__)
     checked = node_health_settings(settings or {})
     if checked["errors"]:
@@ -386,40 +393,28 @@ def node_health_plan(hosts, nodes, settings=None, only=None, earlier=None):
     return {"nodes": entries, "patch": patch}
 
 
-# kubernetes.core.k8s words a refused patch as "Failed to patch object: <the Status as JSON>".
-_CONFLICT_RE = re.compile(r"""["']code["']\s*:\s*409\b""")
+def node_health_conflicts(result, plan=None):
+    """The node names whose patch the API refused with 409 Conflict (the Node changed since it was read), from
+    gpufleet.nvidia.api_patch's result; with ``plan``, only the nodes it planned a patch for."""
+    conflicts = list((result or {}).get("conflicts") or []) if isinstance(result, dict) else []
+    if plan is not None:
+        planned = set(entry.get("name") for entry in (plan or {}).get("patch") or [])
+        conflicts = [name for name in conflicts if name in planned]
+    return conflicts
 
 
-def node_health_conflict(result):
-    """Whether one patch result is the API's 409 Conflict: the Node changed since it was read."""
-    if not isinstance(result, dict) or not result.get("msg") or "result" in result:
-        return False
-    return bool(result.get("status") == 409 or result.get("reason") == "Conflict"
-                or _CONFLICT_RE.search(str(result["msg"])))
-
-
-def node_health_conflicts(results):
-    """The node names whose patch the API refused with 409 Conflict, from the patch loop's results."""
-    return [(result.get("item") or {}).get("node") for result in results or []
-            if node_health_conflict(result) and (result.get("item") or {}).get("node")]
-
-
-def node_health_applied(results, done=None):
+def node_health_applied(result, plan, done=None):
     """Node name -> the changes made (or, in check mode, that would be made), over every attempt so far.
 
-    ``results``: the patch loop's results (each with its plan entry as ``item``); only the items that
-    went through count. ``done``: what earlier attempts made.
+    ``result``: gpufleet.nvidia.api_patch's result for the patches of ``plan`` (node_health_plan's answer): a
+    node counts when api_patch names it among the objects it patched (dry-run in check mode). ``done``: what
+    earlier attempts made.
     """
     done = dict(done or {})
-    for result in results or []:
-        if not isinstance(result, dict) or result.get("failed") or result.get("skipped"):
-            continue
-        item = result.get("item") or {}
-        # A patch the API refused (a conflict, let through to be retried) has no object.
-        if "result" not in result:
-            continue
-        if item.get("node"):
-            done[item["node"]] = list(item.get("changes") or [])
+    patched = set((result or {}).get("patched") or []) if isinstance(result, dict) else set()
+    for entry in (plan or {}).get("patch") or []:
+        if entry.get("name") in patched:
+            done[entry["node"]] = list(entry.get("changes") or [])
     return done
 
 
@@ -451,7 +446,6 @@ class FilterModule(object):
         return {
             "node_health_settings": node_health_settings,
             "node_health_plan": node_health_plan,
-            "node_health_conflict": node_health_conflict,
             "node_health_conflicts": node_health_conflicts,
             "node_health_applied": node_health_applied,
             "node_health_table": node_health_table,

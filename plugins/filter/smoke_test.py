@@ -408,12 +408,17 @@ def _cannot(entry, facts, problems, not_tested, why, words):
         "requested": None, "holders": [], "why": why, "failed": True, "reason": "not tested: " + words})
 
 
-def _claimed_devices(claims):
+def _claimed_devices(claims, own_labels=None):
     """ResourceClaims -> {node (the driver's pool): [(namespace/name, devices allocated there)]} for the
-    devices of NVIDIA's DRA driver (gpu.nvidia.com) allocated to them."""
+    devices of NVIDIA's DRA driver (gpu.nvidia.com) allocated to them; a claim made for one of this role's
+    own pods (it carries ``own_labels``, copied from the role's claim template) is left out: its pod is an
+    earlier run's leftover, deleted before the new pods are made, and the claim goes with it."""
     by_node = {}
     for claim in claims or []:
         metadata = (claim or {}).get("metadata") or {}
+        labels = metadata.get("labels") or {}
+        if own_labels and all(labels.get(key) == value for key, value in own_labels.items()):
+            continue
         results = ((((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")) or []
         counts = {}
         for result in results:
@@ -453,7 +458,7 @@ def smoke_plan(fleet, nodes, resource, gpus="one", stages=("nvidia-smi",), pods=
     verdicts and the report read of the node's facts (plan_facts), not all of them.
     """
     by_name = dict((((node or {}).get("metadata") or {}).get("name"), node) for node in nodes or [])
-    claimed = _claimed_devices(claims)
+    claimed = _claimed_devices(claims, own_labels)
     holders_by_resource = {}
     plan, not_tested, problems = [], [], []
     for entry in fleet or []:

@@ -596,6 +596,8 @@ def test_dra_smoke_pods_ask_for_the_nodes_gpu_through_their_own_claim():
         assert request == {"name": "gpu", "exactly": {"deviceClassName": entry["dra"]["class"],
                                                       "selectors": [{"cel": {"expression": entry["dra"]["selector"]}}]}}
         assert template["metadata"]["labels"]["gpufleet.nvidia/run"] == "20261121070000-42"
+        # The claims made from it carry the same labels: the busy count tells an earlier run's leftover by them.
+        assert template["spec"]["metadata"] == {"labels": template["metadata"]["labels"]}
     plugin_pod, dra_pods = pods[0], pods[1:]
     assert plugin_pod["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": 1}}
     assert plugin_pod["spec"]["runtimeClassName"] == "nvidia" and "resourceClaims" not in plugin_pod["spec"]

@@ -183,8 +183,14 @@ def test_unhealthy_node_is_labelled_and_tainted_keeping_every_other_label_and_ta
     before = node("gpu-a", labels={"team": "ml"}, taints=[CORDON, OPERATOR_TAINT])
     entry = plan_one(fell_off_the_bus(), before)
     patch = entry["patch"]
-    assert patch["metadata"]["name"] == "gpu-a"
+    # What gpufleet.nvidia.api_patch sends: the Node's name, and a merge patch with the resourceVersion read.
+    assert entry["name"] == "gpu-a" and set(patch) == {"metadata", "spec"}
     assert patch["metadata"]["resourceVersion"] == "1020"
+    # What the Node has now of the same fields, for --diff.
+    assert entry["before"] == {"metadata": {"resourceVersion": "1020",
+                                            "labels": {nh.HEALTH_LABEL: None, nh.REASON_LABEL: None},
+                                            "annotations": {nh.RECORD_ANNOTATION: None}},
+                               "spec": {"taints": [CORDON, OPERATOR_TAINT]}}
     assert patch["metadata"]["labels"] == {nh.HEALTH_LABEL: "unhealthy", nh.REASON_LABEL: "gpu_lost.xid"}
     ours = {"key": nh.TAINT_KEY, "value": "gpu_lost", "effect": "NoSchedule"}
     # The whole list, as read (timeAdded included), with the gating's taint added at the end.
@@ -418,35 +424,29 @@ def test_valid_label_value(value, valid):
 
 # ---- conflicts and the table
 
-# What kubernetes.core.k8s 6.6.0 gave for a merge patch whose resourceVersion the Node no longer had
-# (the simulated cluster of molecule/gpu_cluster, Status as the API server words it).
-CONFLICT = {
-    "failed": True, "changed": False, "error": 409, "status": 409, "reason": "Conflict",
-    "msg": ('Failed to patch object: {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", '
-            '"message": "Operation cannot be fulfilled on nodes \\"gpu-a\\": the object has been modified; please '
-            'apply your changes to the latest version and try again", "reason": "Conflict", "code": 409, '
-            '"details": {"name": "gpu-a", "kind": "nodes"}}')}
-
-
-def test_conflicts_are_found_in_the_patch_results():
-    entry_a = {"node": "gpu-a", "changes": ["label x"]}
-    entry_b = {"node": "gpu-b", "changes": ["label y"]}
-    results = [
-        # failed_when lets a conflict through, to be retried
-        dict(CONFLICT, item=entry_a, failed=False),
-        {"item": entry_b, "failed": False, "changed": True, "result": {"metadata": {"name": "gpu-b"}}},
-    ]
-    assert nh.node_health_conflicts(results) == ["gpu-a"]
-    # found by the message alone as well
-    assert nh.node_health_conflicts([{"item": entry_a, "failed": False, "msg": CONFLICT["msg"]}]) == ["gpu-a"]
-    done = nh.node_health_applied(results)
-    assert done == {"gpu-b": ["label y"]}
-    retried = [{"item": entry_a, "failed": False, "changed": True, "result": {"metadata": {"name": "gpu-a"}}}]
-    assert nh.node_health_conflicts(retried) == []
-    assert nh.node_health_applied(retried, done) == {"gpu-a": ["label x"], "gpu-b": ["label y"]}
-    # Another refusal is no conflict: it fails the task instead of being retried.
-    assert nh.node_health_conflicts([{"item": entry_a, "failed": True, "msg": "Failed to patch object: "
-                                      "b'{\"reason\":\"Invalid\",\"code\":422}'"}]) == []
+def test_conflicts_and_changes_are_read_from_the_api_patch_result():
+    plan = nh.node_health_plan([host("gpu-a", fell_off_the_bus()), host("gpu-b", fell_off_the_bus()),
+                                host("gpu-c", healthy())], [node("gpu-a"), node("gpu-b"), node("gpu-c")], ON)
+    assert [entry["name"] for entry in plan["patch"]] == ["gpu-a", "gpu-b", "gpu-c"]
+    # What gpufleet.nvidia.api_patch returns: gpu-a changed since it was read (409), gpu-b and gpu-c patched.
+    result = {"changed": True, "patched": ["gpu-b", "gpu-c"], "conflicts": ["gpu-a"], "failures": [],
+              "not_tried": [], "requests": 3}
+    assert nh.node_health_conflicts(result, plan) == ["gpu-a"]
+    # A name the plan did not patch is not read again.
+    assert nh.node_health_conflicts(dict(result, conflicts=["gpu-a", "other"]), plan) == ["gpu-a"]
+    done = nh.node_health_applied(result, plan)
+    assert sorted(done) == ["gpu-b", "gpu-c"]
+    assert done["gpu-b"] == plan["patch"][1]["changes"] and done["gpu-b"]
+    # The next attempt plans gpu-a alone and keeps what the first one did.
+    again = nh.node_health_plan([host("gpu-a", fell_off_the_bus())], [node("gpu-a", rv="1021")], ON,
+                                only=["gpu-a"], earlier=plan)
+    retried = {"changed": True, "patched": ["gpu-a"], "conflicts": [], "failures": [], "not_tried": [], "requests": 1}
+    assert nh.node_health_conflicts(retried, again) == []
+    assert sorted(nh.node_health_applied(retried, again, done)) == ["gpu-a", "gpu-b", "gpu-c"]
+    # A patch task skipped (nothing to patch) changed nothing and has no conflicts.
+    skipped = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
+    assert nh.node_health_applied(skipped, plan, done) == done
+    assert nh.node_health_conflicts(skipped, plan) == []
 
 
 def test_table_says_what_changed_or_would_change():

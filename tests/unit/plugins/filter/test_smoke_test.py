@@ -760,6 +760,19 @@ def test_a_dra_node_whose_devices_are_all_allocated_is_busy_not_tested():
     free = st.smoke_plan(one_gpu, [dra_node], "nvidia.com/gpu", "one", dra_label="nvidia.com/dra-kubelet-plugin",
                          claims=[claim("nic", "node-a", 1, driver="nic.example.com"), claim("x", "node-b", 2)])
     assert [e["node"] for e in free["plan"]] == ["node-a"] and free["not_tested"] == []
+    # the claim of an earlier run's smoke pod (the role's labels, copied from its claim template) is its leftover,
+    # deleted with that pod before the new one is made: the node is tested
+    own = {"app.kubernetes.io/managed-by": "gpufleet.nvidia", "app.kubernetes.io/name": "gpufleet-smoke-test"}
+    leftover = claim("gpufleet-smoke-nvidia-smi-node-a-gpu-x7k2p", "node-a", 1)
+    leftover["metadata"]["labels"] = dict(own, **{"gpufleet.nvidia/run": "20261128-1"})
+    again = st.smoke_plan(one_gpu, [dra_node], "nvidia.com/gpu", "one", dra_label="nvidia.com/dra-kubelet-plugin",
+                          claims=[leftover], own_labels=own)
+    assert [e["node"] for e in again["plan"]] == ["node-a"] and again["not_tested"] == []
+    # a workload's claim that carries only some of those labels still holds the GPU
+    leftover["metadata"]["labels"] = {"app.kubernetes.io/managed-by": "gpufleet.nvidia"}
+    held = st.smoke_plan(one_gpu, [dra_node], "nvidia.com/gpu", "one", dra_label="nvidia.com/dra-kubelet-plugin",
+                         claims=[leftover], own_labels=own)
+    assert [e["why"] for e in held["not_tested"]] == ["busy"]
 
 
 def test_a_product_name_is_a_cel_string():
