@@ -119,15 +119,16 @@ def path_of(*parts):
     return "/" + "/".join(quote(part, safe="") for part in parts)
 
 
-def request(client, method, path, query=None, body=None, timeout=30, content_type="application/json"):
+def request(client, method, path, query=None, body=None, timeout=30, content_type="application/json", text=False):
     """One request, as JSON both ways, through the client's connection pool (its TLS and credentials):
     the objects as the API wrote them (the shape of kubernetes.core's resources) and as the caller
     wrote them, with none of the client's models, which cost more CPU than the request at a thousand
     objects and, in newer clients, refuse what the API takes (a quantity written as a number).
     An answer outside 2xx is raised as ApiAnswer; no answer as the connection's own error.
-    ``content_type`` is the body's (application/merge-patch+json for a JSON merge patch)."""
+    ``content_type`` is the body's (application/merge-patch+json for a JSON merge patch). With ``text``, the answer
+    is returned as text (a pod's log, text/plain), not read as JSON."""
     configuration = client.configuration
-    headers = {"Accept": "application/json", "User-Agent": client.user_agent}
+    headers = {"Accept": "text/plain, */*" if text else "application/json", "User-Agent": client.user_agent}
     # The client's own header credentials (a bearer token, refreshed by its hook when it expires), named
     # as the client version names them; client certificates are in the pool's TLS settings.
     with AUTH_LOCK:
@@ -148,6 +149,8 @@ def request(client, method, path, query=None, body=None, timeout=30, content_typ
     if not 200 <= response.status < 300:
         raise ApiAnswer(response.status, response.reason, response.data.decode("utf-8", "replace"),
                         response.headers)
+    if text:
+        return (response.data or b"").decode("utf-8", "replace")
     try:
         return json.loads(response.data or b"{}")
     except ValueError:
