@@ -172,8 +172,8 @@ def report(results, forks, load):
           "shared by the controller, the control plane and the fake nodes; load average before %s, after %s"
           % (cs.KUBERNETES_VERSION, forks, os.cpu_count(), load, "/".join("%.1f" % v for v in os.getloadavg())))
     print("")
-    print("%-10s %6s %8s %9s %10s %9s %9s %11s %12s" % ("run", "nodes", "wall s", "facts s", "cluster s", "requests",
-                                                       "req/node", "Node patches", "ctl CPU s"))
+    columns = ("run", "nodes", "wall s", "facts s", "cluster s", "requests", "req/node", "Node patches", "ctl CPU s")
+    print("%-10s %6s %8s %9s %10s %9s %9s %11s %12s" % columns)
     for result in results:
         for label in ("first", "converged"):
             figures = result[label]
