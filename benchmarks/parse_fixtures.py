@@ -9,16 +9,25 @@ last, and exits non-zero when the largest capture's median is over the goal
 
 from __future__ import annotations
 
+import atexit
+import importlib
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import timeit
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils"))
-
-import nvml_inventory  # noqa: E402  pylint: disable=wrong-import-position
+# The module_utils import one another by the collection's name, as Ansible ships them: this
+# checkout is put under that name (ansible_collections/gpufleet/nvidia) in a scratch folder.
+TREE = tempfile.mkdtemp(prefix="gpufleet-bench-")
+atexit.register(shutil.rmtree, TREE)
+os.makedirs(os.path.join(TREE, "ansible_collections", "gpufleet"))
+os.symlink(REPO, os.path.join(TREE, "ansible_collections", "gpufleet", "nvidia"))
+sys.path.insert(0, TREE)
+nvml_inventory = importlib.import_module("ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory")
 
 FIXTURES = os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "fixtures", "nvidia-smi")
 GOAL_MS = 5.0
