@@ -34,9 +34,9 @@ ANSIBLE_CORE_OLDEST := 2.16.19
 # pins its own pylint and rules); the releases between run every other sanity test.
 PYLINT_CORES := $(ANSIBLE_CORE_OLDEST) 2.21.5
 # Unit tests of programs that run on the node (gpufleet-mig under the node's Python) or in the
-# checkout (role-docs) import nothing of ansible-core: they run once per Python, with the releases
+# checkout (the documentation scripts) import nothing of ansible-core: they run once per Python, with the releases
 # whose ansible-test runs on 3.11, 3.12 and 3.13, and not again with 2.18 to 2.20 (3.13 as 2.21).
-PYTHON_ONLY_UNITS := tests/unit/roles/test_gpu_mig_program.py tests/unit/scripts/test_role_docs.py
+PYTHON_ONLY_UNITS := tests/unit/roles/test_gpu_mig_program.py tests/unit/scripts/test_playbook_docs.py tests/unit/scripts/test_docs_links.py
 PYTHON_ONLY_UNITS_CORES := $(ANSIBLE_CORE_OLDEST) 2.17.14 2.21.5
 VENVS       := $(CURDIR)/.venvs
 OLDEST      := $(VENVS)/oldest
@@ -50,6 +50,8 @@ SCENARIOS_OLDEST ?= $(filter-out nvml_facts gpu_driver_cuda_repo,$(SCENARIOS))
 UV_VERSION  := 0.13.8
 PIP_VERSION := 26.3
 UV          := $(VENVS)/uv/bin/uv
+DOCS_VENV   := $(VENVS)/docs
+DOCS_OUT    := $(CURDIR)/.build/docs
 
 export PATH := $(VENV)/bin:$(PATH)
 # Python keeps the bytecode it compiles (the venvs are compiled when made, the collection's own
@@ -74,13 +76,14 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors ssh-key demo demo-clean test lint docs docs-check playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a local Kubernetes control plane with site.yml, write the fleet report"
 	@echo "make test    run everything CI runs: lint, sanity and units on ansible-core 2.16-2.21, the built collection, molecule on 2.21 and 2.16"
 	@echo "make setup   system packages, Debian 12/13 images, .venv (Debian 13's Python 3.13), collections, podman config"
-	@echo "make lint | docs | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=gpu_mig]"
+	@echo "make docs    build the documentation site into .build/docs/html (docs-test: its checks, as make test runs them)"
+	@echo "make lint | docs-test | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=gpu_mig]"
 	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | demo-clean"
 
 setup: system venv collections podman images pythons mirrors ssh-key controlplane-build
@@ -212,12 +215,37 @@ lint: venv collections docs-check playbooks-check
 	ansible-lint --profile production --offline
 	antsibull-changelog lint
 
-# The README's role variable tables come from the roles' argument_specs.
-docs: venv
-	$(VENV)/bin/python scripts/role-docs.py --write README.md
+# The documentation site (scripts/docs-build.sh): antsibull-docs and Sphinx in .venvs/docs build every
+# module, filter and role page from the collection's own documentation, and the guides of
+# docs/docsite, into .build/docs/html. make docs first rewrites the playbook guide from the
+# playbooks' header comments; docs-check (part of lint) fails when that page is stale.
+docs: docs-venv collections
+	python3 scripts/playbook-docs.py --write
+	$(MAKE) --no-print-directory docs-site
 
-docs-check: venv
-	$(VENV)/bin/python scripts/role-docs.py --check README.md
+docs-site: docs-venv collections
+	PATH=$(DOCS_VENV)/bin:$$PATH scripts/docs-build.sh $(DOCS_OUT)
+
+docs-check:
+	python3 scripts/playbook-docs.py --check
+
+# What make test checks of the documentation: the site builds with warnings as errors and no
+# broken internal link; antsibull-docs' linter over the extra docs and every plugin's and role's
+# documentation; ansible-doc answers for every module, filter and role (and marks the internal
+# filters); Galaxy's importer accepts the built tarball; headless Chromium shows the front page
+# and a role page.
+docs-test: docs-check docs-site
+	PATH=$(DOCS_VENV)/bin:$$PATH antsibull-docs lint-collection-docs --plugin-docs --validate-collection-refs self .
+	PATH=$(DOCS_VENV)/bin:$$PATH $(DOCS_VENV)/bin/python tests/docs/ansible_doc_check.py
+	PATH=$(DOCS_VENV)/bin:$$PATH tests/docs/galaxy-import.sh $(CURDIR)/.build/galaxy-import
+	python3 tests/docs/screenshot_check.py $(DOCS_OUT)/html $(DOCS_OUT)/screenshots
+
+docs-venv: $(DOCS_VENV)/.installed
+
+# antsibull-docs, Sphinx and galaxy-importer, pinned by constraints-docs.txt, apart from .venv:
+# antsibull-docs pins docutils and galaxy-importer attrs to versions the test tools do not accept.
+$(DOCS_VENV)/.installed: requirements-docs.txt constraints-docs.txt $(PYTHONS)/.installed | $(UV)
+	$(call make_venv,$(DOCS_VENV),-r requirements-docs.txt -c constraints-docs.txt,$(PYTHON_DEBIAN13))
 
 # The example inventory parses and every playbook passes a syntax check with it.
 playbooks-check: venv collections

@@ -22,10 +22,10 @@ for needed in MANIFEST.json FILES.json README.md meta/runtime.yml meta/execution
               playbooks/site.yml playbooks/facts.yml playbooks/report.yml playbooks/upgrade_driver.yml \
               plugins/modules/nvml_facts.py roles/gpu_driver/meta/argument_specs.yml CHANGELOG.rst \
               requirements.txt playbooks/templates/fleet-report.html.j2 playbooks/templates/fleet-report.md.j2 \
-              inventories/example/hosts.yml; do
+              inventories/example/hosts.yml docs/docsite/extra-docs.yml docs/docsite/rst/getting_started.rst; do
     grep -qx "$needed" <<<"$listing" || { echo "the tarball lacks $needed" >&2; exit 1; }
 done
-if grep -E '^(\.venvs?|\.collections|\.ci|\.config|demo|demo-output|fleet-report|benchmarks|scripts|tests/output|tests/image)/|(^|/)(\.cache|\.pytest_cache|__pycache__)/|\.pyc$' <<<"$listing"; then
+if grep -E '^(\.venvs?|\.collections|\.ci|\.config|demo|demo-output|fleet-report|benchmarks|scripts|docs/site|tests/output|tests/image)/|(^|/)(\.cache|\.pytest_cache|__pycache__)/|\.pyc$' <<<"$listing"; then
     echo "the tarball holds development files (above)" >&2; exit 1
 fi
 
