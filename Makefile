@@ -67,6 +67,8 @@ export PY_COLORS := 0
 export MOLECULE_IMAGE_PREFIX := $(IMAGE_PREFIX)
 # Signed local mirrors of STAND-IN packages for molecule (tests/mirror/).
 export GPUFLEET_MIRRORS := $(CURDIR)/.cache/mirrors
+# NVIDIA's programs built for the tests (tests/nodetools/build.sh).
+export NODETOOLS_BIN := $(CURDIR)/.cache/nodetools/bin
 # The key Ansible logs into the molecule containers with, over SSH (.config/molecule/config.yml),
 # and ssh's control sockets: made for this checkout, never committed.
 export GPUFLEET_TEST_SSH_DIR := $(CURDIR)/.cache/ssh
@@ -76,7 +78,7 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a local Kubernetes control plane with site.yml, write the fleet report"
@@ -179,12 +181,20 @@ image-13: podman
 image-forky: podman
 	scripts/build-image.sh forky $(IMAGE_PREFIX):forky
 
-mirrors:
+# The toolkit mirror's nvidia-container-toolkit-base carries NVIDIA's real nvidia-ctk (tests/nodetools),
+# and is rebuilt when that binary is newer than the mirror.
+mirrors: nodetools-build
 	@for list in newer cuda toolkit; do \
-		{ test $(GPUFLEET_MIRRORS)/$$list/fingerprint -nt tests/mirror/packages-$$list.json && test $(GPUFLEET_MIRRORS)/$$list/fingerprint -nt tests/mirror/build-mirror.py; } || \
-		python3 tests/mirror/build-mirror.py --packages tests/mirror/packages-$$list.json \
+		{ test $(GPUFLEET_MIRRORS)/$$list/fingerprint -nt tests/mirror/packages-$$list.json && test $(GPUFLEET_MIRRORS)/$$list/fingerprint -nt tests/mirror/build-mirror.py \
+			&& { [ $$list != toolkit ] || test $(GPUFLEET_MIRRORS)/$$list/fingerprint -nt $(NODETOOLS_BIN)/nvidia-ctk; }; } || \
+		python3 tests/mirror/build-mirror.py --packages tests/mirror/packages-$$list.json --sources $(NODETOOLS_BIN) \
 			--out $(GPUFLEET_MIRRORS)/$$list --key-name "gpufleet stand-in $$list"; \
 	done
+
+# NVIDIA's node-side tools for the tests (tests/nodetools): nvidia-ctk built from the
+# nvidia-container-toolkit module at the version gpu_container_toolkit pins, into .cache/nodetools/bin.
+nodetools-build:
+	tests/nodetools/build.sh
 
 # The molecule containers are reached over SSH with this key (scripts/molecule-containers.py puts
 # its public half in each container as root's authorized_keys).

@@ -4,11 +4,13 @@
 # mmdebstrap (the Debian images), gnupg and apt-utils (the signed local
 # mirror), shellcheck, chromium and tesseract-ocr (the fleet report's
 # screenshot test, with a font to render it), openssl and time (the test control plane's
-# certificates and build times). Needs root, or sudo. The control plane is built with Go 1.26
-# (tests/controlplane/build.sh), which the project's machines carry beside Python.
+# certificates and build times), gcc and libc6-dev (cgo: NVIDIA's nvidia-ctk, tests/nodetools).
+# Needs root, or sudo. The control plane and nvidia-ctk are built with Go 1.26
+# (tests/controlplane/build.sh, tests/nodetools/build.sh), which the project's machines carry
+# beside Python.
 set -euo pipefail
 
-packages=(podman runc mmdebstrap apt-utils gnupg shellcheck make git openssh-client chromium fonts-liberation fonts-dejavu-core tesseract-ocr openssl time)
+packages=(podman runc mmdebstrap apt-utils gnupg shellcheck make git openssh-client chromium fonts-liberation fonts-dejavu-core tesseract-ocr openssl time gcc libc6-dev)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

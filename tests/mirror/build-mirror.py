@@ -9,10 +9,12 @@ serves as a plain "newer candidate" mirror.  Every package carries
 /usr/share/doc/<name>/STAND-IN, plus the few files a list gives it (an apt
 preferences file, a systemd unit and the shell script it runs), each saying it
 is a stand-in: they have NVIDIA's package names and version strings but are
-NOT NVIDIA software.
+NOT NVIDIA software.  The one exception is a file a list takes from ``source``:
+a real program built for the tests from its maker's source at a pinned version
+(tests/nodetools: NVIDIA's nvidia-ctk), which the package's STAND-IN text names.
 
-    build-mirror.py --packages packages-cuda.json --out DIR [--key-name NAME]
-    build-mirror.py --self-check [--packages FILE]
+    build-mirror.py --packages packages-cuda.json --out DIR [--key-name NAME] [--sources DIR]
+    build-mirror.py --self-check [--packages FILE] [--sources DIR]
 
 Writes, replacing DIR when it is an earlier output of this script:
 
@@ -30,12 +32,14 @@ temporary home directories, never in ~/.gnupg; the secret keys are thrown away.
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -57,7 +61,10 @@ VERSION_RE = re.compile(r"^(?:[0-9]+:)?[0-9][A-Za-z0-9.+~-]*$")
 ARCHES = ("all", "amd64")
 KEYS_REQUIRED = ("name", "version", "description")
 KEYS_OPTIONAL = ("arch", "depends", "provides", "conflicts", "replaces", "section", "files")
-FILE_KEYS = ("path", "content", "mode")
+FILE_KEYS = ("path", "content", "source", "mode")
+# Where a file's ``source`` is read from: the programs tests/nodetools/build.sh builds.
+DEFAULT_SOURCES = os.path.join(os.path.dirname(os.path.dirname(HERE)), ".cache", "nodetools", "bin")
+SOURCE_RE = re.compile(r"^[A-Za-z0-9._+-]+$")
 FILE_PATH_RE = re.compile(r"^/(etc|lib|usr)/[A-Za-z0-9._/+-]+$")
 # Replaced in a file's path and content (not ${Version} and other shell or dpkg-query forms).
 PLACEHOLDERS = ("{name}", "{version}", "{upstream}")
@@ -70,6 +77,12 @@ collection. It carries the name and version string of a package from
 NVIDIA's or Debian's repositories but contains nothing else: it is NOT
 NVIDIA software, has no driver, library or tool in it, and must never be
 installed on a real system.
+"""
+
+REAL_FILE_TEXT = """\
+The one exception: {path} is a real program, not a stand-in. It was built for
+these tests from its maker's source at a pinned version (tests/nodetools in
+the gpufleet.nvidia repository); the package around it is still a stand-in.
 """
 
 
@@ -95,7 +108,7 @@ def tool_env():
 
 # ---------------------------------------------------------------- package list
 
-def load_packages(path):
+def load_packages(path, sources=DEFAULT_SOURCES):
     """Read and validate a package list; return it sorted by (name, version, arch)."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -115,7 +128,7 @@ def load_packages(path):
             raise MirrorError("%s: unknown keys %s, missing keys %s" % (where, sorted(unknown), missing))
         pkg = {"arch": "all", "depends": "", "provides": "", "conflicts": "", "replaces": "", "section": "misc"}
         pkg.update(entry)
-        pkg["files"] = load_files(pkg.pop("files", []), pkg, where)
+        pkg["files"] = load_files(pkg.pop("files", []), pkg, where, sources)
         for key, value in pkg.items():
             if key != "files" and (not isinstance(value, str) or "\n" in value):
                 raise MirrorError("%s: %s must be a one-line string" % (where, key))
@@ -142,15 +155,19 @@ def expand(text, pkg):
     return text
 
 
-def load_files(files, pkg, where):
-    """Validate a package's extra files; return them with placeholders expanded, sorted by path."""
+def load_files(files, pkg, where, sources=DEFAULT_SOURCES):
+    """Validate a package's extra files; return them with placeholders expanded, sorted by path.
+
+    A file has either ``content`` (text that says it is a STAND-IN) or ``source``: the name of a
+    real program in SOURCES, read as bytes (``content`` is then those bytes)."""
     if not isinstance(files, list):
         raise MirrorError("%s: files must be a list of objects" % where)
     loaded, paths = [], set()
     for index, entry in enumerate(files):
         at = "%s.files[%d]" % (where, index)
-        if not isinstance(entry, dict) or set(entry) - set(FILE_KEYS) or not {"path", "content"} <= set(entry):
-            raise MirrorError("%s: expected an object with path, content and optionally mode" % at)
+        if (not isinstance(entry, dict) or set(entry) - set(FILE_KEYS) or "path" not in entry
+                or ("content" in entry) == ("source" in entry)):
+            raise MirrorError("%s: expected an object with path, content or source, and optionally mode" % at)
         if not all(isinstance(entry[key], str) for key in entry):
             raise MirrorError("%s: path, content and mode must be strings" % at)
         path = expand(entry["path"], pkg)
@@ -161,11 +178,23 @@ def load_files(files, pkg, where):
         mode = entry.get("mode", "0644")
         if mode not in ("0644", "0755"):
             raise MirrorError("%s: mode must be 0644 or 0755" % at)
+        if "source" in entry:
+            if not SOURCE_RE.match(entry["source"]):
+                raise MirrorError("%s: source must be a file name, got %r" % (at, entry["source"]))
+            source = os.path.join(sources, entry["source"])
+            try:
+                with open(source, "rb") as handle:
+                    content = handle.read()
+            except OSError as exc:
+                raise MirrorError("%s: cannot read %s (%s): build it first (tests/nodetools/build.sh)" % (at, source, exc)) from exc
+            paths.add(path)
+            loaded.append({"path": path, "content": content, "mode": mode, "real": True})
+            continue
         content = expand(entry["content"], pkg)
         if "STAND-IN" not in content:
             raise MirrorError("%s: the file must say it is a STAND-IN" % at)
         paths.add(path)
-        loaded.append({"path": path, "content": content, "mode": mode})
+        loaded.append({"path": path, "content": content.encode(), "mode": mode, "real": False})
     return sorted(loaded, key=lambda item: item["path"])
 
 
@@ -189,22 +218,26 @@ def build_deb(pkg, workdir, repo_dir, env):
     os.makedirs(docdir)
     os.makedirs(os.path.join(root, "DEBIAN"))
     stand_in = STAND_IN_TEXT.format(**pkg).encode()
+    for item in pkg["files"]:
+        if item["real"]:
+            stand_in += b"\n" + REAL_FILE_TEXT.format(path=item["path"]).encode()
     with open(os.path.join(docdir, "STAND-IN"), "wb") as handle:
         handle.write(stand_in)
+    size = len(stand_in)
     modes = {}
     for item in pkg["files"]:
         target = os.path.join(root, item["path"].lstrip("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as handle:
-            handle.write(item["content"].encode())
+            handle.write(item["content"])
         modes[target] = int(item["mode"], 8)
-        stand_in += item["content"].encode()
+        size += len(item["content"])
     fields = [
         ("Package", pkg["name"]),
         ("Version", pkg["version"]),
         ("Architecture", pkg["arch"]),
         ("Maintainer", MAINTAINER),
-        ("Installed-Size", str(max(1, (len(stand_in) + 1023) // 1024))),
+        ("Installed-Size", str(max(1, (size + 1023) // 1024))),
         ("Depends", pkg["depends"]),
         ("Conflicts", pkg["conflicts"]),
         ("Replaces", pkg["replaces"]),
@@ -214,10 +247,14 @@ def build_deb(pkg, workdir, repo_dir, env):
         ("Description", synopsis(pkg)),
     ]
     control = "".join("%s: %s\n" % (k, v) for k, v in fields if v)
+    real = [item["path"] for item in pkg["files"] if item["real"]]
     control += (" This is a test stand-in with the name and version of a package from\n"
                 " NVIDIA's or Debian's repositories. It is NOT NVIDIA software: it only\n"
                 " holds /usr/share/doc/%s/STAND-IN%s.\n"
-                % (pkg["name"], " and stand-in files" if pkg["files"] else ""))
+                % (pkg["name"], " and stand-in files" if len(real) < len(pkg["files"]) else ""))
+    if real:
+        control += (" Except %s: built for the tests from its maker's source at a\n"
+                    " pinned version (tests/nodetools), not a stand-in.\n" % ", ".join(real))
     with open(os.path.join(root, "DEBIAN", "control"), "w", encoding="utf-8") as handle:
         handle.write(control)
     for dirpath, dirnames, filenames in os.walk(root):
@@ -327,8 +364,8 @@ def looks_like_output(path):
     return not entries or (entries <= {"repo"} | set(TOP_FILES) and "repo" in entries)
 
 
-def build(packages_path, out, key_name):
-    packages = load_packages(packages_path)
+def build(packages_path, out, key_name, sources=DEFAULT_SOURCES):
+    packages = load_packages(packages_path, sources)
     out = os.path.abspath(out)
     if os.path.lexists(out) and not (os.path.isdir(out) and not os.path.islink(out) and looks_like_output(out)):
         raise MirrorError("%s exists and is not an output of this script; not replacing it" % out)
@@ -475,18 +512,23 @@ def check_output(out, packages):
                              for item in pkg["files"]])
         if files != expected:
             problems.append("%s: contents %s, expected %s" % (label, files, expected))
+        with tarfile.open(fileobj=io.BytesIO(contents)) as tar:
+            for item in pkg["files"]:
+                member = tar.extractfile("." + item["path"])
+                if member is None or member.read() != item["content"]:
+                    problems.append("%s: %s is not the bytes of the list's file" % (label, item["path"]))
     return problems
 
 
-def self_check(package_files):
+def self_check(package_files, sources=DEFAULT_SOURCES):
     failures = 0
     for path in package_files:
         tmp = tempfile.mkdtemp(prefix="gfm-selfcheck-")
         try:
             out = os.path.join(tmp, "mirror")
-            packages = build(path, out, DEFAULT_KEY_NAME)
+            packages = build(path, out, DEFAULT_KEY_NAME, sources)
             first_fpr = read_text(os.path.join(out, "fingerprint"))
-            build(path, out, DEFAULT_KEY_NAME)  # re-run into the same --out replaces it
+            build(path, out, DEFAULT_KEY_NAME, sources)  # re-run into the same --out replaces it
             problems = check_output(out, packages)
             if first_fpr == read_text(os.path.join(out, "fingerprint")):
                 problems.append("re-running did not replace the output")
@@ -508,6 +550,8 @@ def main(argv=None):
     parser.add_argument("--out", help="output directory; replaced when it is an earlier output")
     parser.add_argument("--key-name", default=DEFAULT_KEY_NAME,
                         help="name in the signing key's user ID (default: %(default)s)")
+    parser.add_argument("--sources", default=DEFAULT_SOURCES,
+                        help="folder of the real programs a list's files take by source (default: %(default)s)")
     parser.add_argument("--self-check", action="store_true",
                         help="build into a temporary directory and verify the result")
     args = parser.parse_args(argv)
@@ -517,13 +561,13 @@ def main(argv=None):
     if args.self_check:
         files = [args.packages] if args.packages else [os.path.join(HERE, name) for name in sorted(os.listdir(HERE))
                                                        if name.startswith("packages-") and name.endswith(".json")]
-        return self_check(files)
+        return self_check(files, args.sources)
     if not args.packages or not args.out:
         parser.error("--packages and --out are required")
     if "<" in args.key_name or ">" in args.key_name or not args.key_name.strip():
         parser.error("--key-name must be a plain name")
     try:
-        packages = build(args.packages, args.out, args.key_name.strip())
+        packages = build(args.packages, args.out, args.key_name.strip(), args.sources)
     except MirrorError as exc:
         print("build-mirror: %s" % exc, file=sys.stderr)
         return 1
