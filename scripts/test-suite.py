@@ -138,10 +138,11 @@ def build_jobs():
 
 def scenario_images(scenario):
     """The set-up jobs of the images a scenario's platforms name beyond Debian 12 and 13, and the
-    control plane's build for a scenario that starts a test cluster (tests/controlplane)."""
+    control plane's build for a scenario that starts a test cluster (tests/controlplane) or mounts
+    one of its binaries (gpu_kubelet's kubelet, from .cache/controlplane)."""
     text = (REPO / "molecule" / scenario / "molecule.yml").read_text()
     needs = [f"image {tag}" for tag in ("forky",) if re.search(rf"}}:{tag}\b", text)]
-    if "tests/controlplane/testcluster.py" in text:
+    if "tests/controlplane/testcluster.py" in text or "/.cache/controlplane/" in text:
         needs.append("control plane build")
     return needs
 

@@ -2,9 +2,11 @@
 # Build the test control plane's binaries at the pinned versions (tests/controlplane/versions.env)
 # from the Go module proxy, through the wrapper modules of tests/controlplane/modules/, into
 #   .cache/controlplane/bin/                kube-apiserver kube-controller-manager kube-scheduler
-#                                           (KUBERNETES_VERSION), kwok, etcd
+#                                           kubelet (KUBERNETES_VERSION), kwok, etcd
 #   .cache/controlplane/kubernetes-oldest/  kube-apiserver kube-controller-manager kube-scheduler
-#                                           (KUBERNETES_OLDEST_VERSION)
+#                                           kubelet (KUBERNETES_OLDEST_VERSION)
+# kubelet runs in no test cluster (kwok keeps the Nodes): molecule/gpu_kubelet's containers run it
+# to judge the flags and configuration gpu_kubelet gives it.
 # Go's own caches (GOMODCACHE, GOCACHE) keep the downloaded modules and compiled packages, so a
 # second build on the same machine (any clone) only links. A binary whose stamp (versions and
 # go.sum) matches is kept as it is. etcd comes from Debian's archive (etcd-server of trixie).
@@ -30,14 +32,16 @@ timed() {  # name, command...: run it, print its wall and CPU seconds
     /usr/bin/time -f "build $name: %e s wall, %U s user, %S s system, %M KiB peak" "$@"
 }
 
-# kube-apiserver, kube-controller-manager, kube-scheduler: stamped as upstream's hack/lib/version.sh
-# stamps them, so that /version and --version say the pinned release. The newest release goes to
-# $out with kwok and etcd; the oldest supported one to its own folder beside it.
+# kube-apiserver, kube-controller-manager, kube-scheduler and kubelet: stamped as upstream's
+# hack/lib/version.sh stamps them, so that /version and --version say the pinned release. The
+# newest release goes to $out with kwok and etcd; the oldest supported one to its own folder beside it.
 build_kubernetes() {  # wrapper module, version, folder
-    local module=$1 version=$2 dir=$3 minor ldflags pkg binary
+    local module=$1 version=$2 dir=$3 minor ldflags pkg binary fresh=true
     mkdir -p "$dir"
-    if ! fresh "$module" kube-scheduler "$dir" || ! fresh "$module" kube-apiserver "$dir" \
-            || ! fresh "$module" kube-controller-manager "$dir"; then
+    for binary in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+        fresh "$module" "$binary" "$dir" || fresh=false
+    done
+    if ! $fresh; then
         minor=${version#v1.}; minor=${minor%%.*}
         ldflags="-s -w"
         for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -46,10 +50,11 @@ build_kubernetes() {  # wrapper module, version, folder
         done
         (cd "modules/$module" && timed "kubernetes $version" go build -tags selinux,notest,grpcnotrace -ldflags "$ldflags" \
             -o "$dir/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-            k8s.io/kubernetes/cmd/kube-scheduler)
-        for binary in kube-apiserver kube-controller-manager kube-scheduler; do stamp "$module" > "$dir/.$binary.stamp"; done
+            k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet)
+        for binary in kube-apiserver kube-controller-manager kube-scheduler kubelet; do stamp "$module" > "$dir/.$binary.stamp"; done
     fi
     "$dir/kube-apiserver" --version
+    "$dir/kubelet" --version
 }
 build_kubernetes kubernetes "$KUBERNETES_VERSION" "$out"
 # CONTROLPLANE_NEWEST_ONLY=1 skips it (a developer's quick build; make test builds both)
