@@ -234,18 +234,25 @@ def test_health_gating_takes_only_facts_from_this_run():
     assert settings == {"gpufleet_health_labels": None, "gpufleet_health_taint": True}
 
 
-CONFLICT = {"failed": True, "changed": False, "status": 409, "reason": "Conflict",
-            "msg": 'Failed to patch object: {"kind": "Status", "reason": "Conflict", "code": 409}'}
-REFUSED = {"failed": True, "changed": False, "status": 422, "reason": "Invalid",
-           "msg": 'Failed to patch object: {"kind": "Status", "reason": "Invalid", "code": 422}'}
-
-
-@pytest.mark.parametrize("result, fails", [(CONFLICT, False), (REFUSED, True),
-                                           ({"changed": True, "result": {"kind": "Node"}}, False)])
-def test_a_conflict_is_read_again_and_any_other_refusal_fails(result, fails):
+def test_the_patches_go_through_api_patch_and_a_conflict_is_read_again():
     patch = task(HEALTH_PATCH, "Patch the Nodes whose health labels or taint change")
-    assert patch["kubernetes.core.k8s"]["state"] == "patched" and patch["kubernetes.core.k8s"]["merge_type"] == "merge"
-    assert holds(HEALTH_PATCH, patch["failed_when"], __gpufleet_health_patched=result) is fails
+    module = patch["gpufleet.nvidia.api_patch"]
+    # One module run for every Node that changes; none when nothing does. api_patch fails by itself on any refusal
+    # but 409, which it returns apart.
+    assert module["resource"] == "nodes" and "failed_when" not in patch
+    plan = {"nodes": [], "patch": [{"node": "gpu-a", "name": "gpu-a", "changes": ["label x"], "patch": {},
+                                    "before": {}},
+                                   {"node": "gpu-b", "name": "gpu-b", "changes": ["label y"], "patch": {},
+                                    "before": {}}]}
+    assert rendered(HEALTH_PATCH, module["patches"], __gpufleet_health_plan=plan) == plan["patch"]
+    assert holds(HEALTH_PATCH, patch["when"], __gpufleet_health_plan=plan)
+    assert not holds(HEALTH_PATCH, patch["when"], __gpufleet_health_plan={"nodes": [], "patch": []})
+    keep = task(HEALTH_PATCH, "Keep what changed, and which Nodes changed meanwhile")["ansible.builtin.set_fact"]
+    answer = {"changed": True, "patched": ["gpu-b"], "conflicts": ["gpu-a"], "failures": [], "not_tried": [],
+              "requests": 2}
+    variables = {"__gpufleet_health_patched": answer, "__gpufleet_health_plan": plan, "__gpufleet_health_applied": {}}
+    assert rendered(HEALTH_PATCH, keep["__gpufleet_health_only"], **variables) == ["gpu-a"]
+    assert rendered(HEALTH_PATCH, keep["__gpufleet_health_applied"], **variables) == {"gpu-b": ["label y"]}
 
 
 def test_retries_stop_after_five_attempts_naming_the_nodes():
