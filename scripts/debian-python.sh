@@ -6,7 +6,7 @@
 #
 # Why: Debian builds CPython with profile-guided and link-time optimisation; pyenv's builds have
 # neither. Measured on this 2-core machine, the same ansible-test sanity run took about a quarter
-# fewer CPU-seconds on Debian's 3.13 than on pyenv's 3.12 (README, "How make test runs").
+# fewer CPU-seconds on Debian's 3.13 than on pyenv's 3.12 (docs/docsite/rst/testing.rst, "How make test runs").
 # Debian 12 has no Python newer than 3.11, which ansible-core 2.20 and newer no longer accept
 # on the controller; Debian 13's is built for Debian 13's C library, so the folder carries that
 # library and the others its extension modules link to (the image's /usr/lib/x86_64-linux-gnu),
