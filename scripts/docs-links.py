@@ -4,7 +4,8 @@
 
 For each HTML page under the site folder, every href and src that is not an absolute URL (http:,
 https:, mailto:) must name a file of the site (a path from "/" is read from the site's root, where
-the site is served), and its #fragment, when it has one, an id or name in that page. Prints each broken link with the page it is on and exits 1 when there is one.
+the site is served), and its #fragment, when it has one, an id or name in that page. Prints each
+broken link with the page it is on and exits 1 when there is one.
 
     python3 scripts/docs-links.py SITE_DIR
 

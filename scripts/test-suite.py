@@ -113,6 +113,8 @@ def build_jobs():
         Job("ssh key", "set-up", make("ssh-key"), needs=["system"], estimate=1),
         Job("venv oldest", "set-up", make("venv-oldest"), needs=["uv"], estimate=15),
         Job("lint", "lint", make("lint"), needs=["venv", "collections"], estimate=150),
+        Job("docs venv", "set-up", make("docs-venv"), needs=["uv", "pythons"], estimate=10),
+        Job("docs", "docs", make("docs-test"), needs=["docs venv", "collections"], estimate=150),
         Job("control plane build", "set-up", make("controlplane-build"), needs=["system"], estimate=750),
         Job("control plane", "cluster", make("controlplane"), needs=["venv", "control plane build"], estimate=180),
         Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
@@ -238,7 +240,7 @@ def print_table(jobs, wall, busy, available, width, calibration):
     print(f"\n=== make test: each job's time (wall seconds, {width} at a time on {os.cpu_count()} CPUs;"
           " CPU: the seconds of its own processes, not of its containers)")
     print(f"{'stage':<10} {'job':<44} {'wall s':>7} {'CPU s':>7}  result")
-    for stage in ("set-up", "lint", "sanity", "units", "cluster", "package", "molecule"):
+    for stage in ("set-up", "lint", "docs", "sanity", "units", "cluster", "package", "molecule"):
         for job in [j for j in rows if j.stage == stage]:
             cpu = "" if job.cpu is None else f"{job.cpu:.0f}"
             print(f"{stage:<10} {job.name:<44} {job.seconds:>7.0f} {cpu:>7}  {job.state}")

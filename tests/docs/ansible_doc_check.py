@@ -61,8 +61,8 @@ def roles():
 def ansible_doc(*args):
     result = subprocess.run(["ansible-doc"] + list(args), capture_output=True, text=True, check=False)
     if result.returncode != 0:
-        raise SystemExit("ansible-doc %s failed (rc %d):\n%s%s" % (" ".join(args), result.returncode,
-                                                                 result.stdout, result.stderr))
+        raise SystemExit("ansible-doc %s failed (rc %d):\n%s%s" % (
+            " ".join(args), result.returncode, result.stdout, result.stderr))
     return result
 
 

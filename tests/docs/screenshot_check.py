@@ -78,12 +78,12 @@ def check_page(site, out, page):
     dom = subprocess.run(CHROMIUM + ["--dump-dom", url], capture_output=True, text=True, check=True).stdout
     title = re.search(r"<title>(.*?)</title>", dom, re.S)
     if not title or not text_of(title.group(1)).startswith(page["title"]):
-        problems.append("%s: the title is %r, not %r..." % (page["path"], title and text_of(title.group(1)),
-                                                             page["title"]))
+        problems.append("%s: the title is %r, not %r..." % (
+            page["path"], title and text_of(title.group(1)), page["title"]))
     heading = re.search(r"<h1>(.*?)</h1>", dom, re.S)
     if not heading or text_of(heading.group(1)) != page["h1"]:
-        problems.append("%s: the heading is %r, not %r" % (page["path"], heading and text_of(heading.group(1)),
-                                                            page["h1"]))
+        problems.append("%s: the heading is %r, not %r" % (
+            page["path"], heading and text_of(heading.group(1)), page["h1"]))
     problems.extend("%s: %r is not in the DOM Chromium built" % (page["path"], needle)
                     for needle in page["dom"] if needle not in dom)
 
