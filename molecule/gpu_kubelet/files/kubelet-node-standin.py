@@ -13,8 +13,10 @@
 #                                      configuration it runs with), and reads how it stopped:
 #     - at a check that runs before kubelet needs anything from the host (cmd/kubelet/app/
 #       server.go, the RunE steps before UnsecuredDependencies: flag parsing, feature gates, the
-#       --config file, the --config-dir drop-ins, flag precedence, validation): kubelet refused
-#       its configuration; print kubelet's own error and exit 1, as kubelet does;
+#       --config file, the --config-dir drop-ins, flag precedence, validation), or by a panic while
+#       it loads or merges its configuration files (its defaulting panics on a feature gate it
+#       cannot set, such as a locked one turned off in a drop-in): kubelet refused its
+#       configuration; print kubelet's own error and exit 1;
 #     - anywhere later (kubeadm's bootstrap kubeconfig, not there in these containers, is the
 #       first): the configuration was accepted; write the configuration kubelet logged to
 #       /run/kubelet-real/configz.json (as kubelet serves it at /configz, top-level field names as
@@ -55,12 +57,30 @@ LINE = re.compile(r'"command failed" err=(?P<value>".*")$', re.M)
 
 
 def real_version():
-    out = subprocess.run([REAL, "--version"], capture_output=True, text=True, check=True).stdout
+    """The real kubelet's MAJOR.MINOR, asked once per boot (a refusal must come within the role's settle time)."""
+    cache = os.path.join(STATE, "version")
+    try:
+        with open(cache) as handle:
+            out = handle.read()
+    except OSError:
+        out = subprocess.run([REAL, "--version"], capture_output=True, text=True, check=True).stdout
+        with open(cache, "w") as handle:
+            handle.write(out)
     return tuple(int(part) for part in re.search(r"v(\d+)\.(\d+)", out).groups())
 
 
 def failure(log):
-    """The error kubelet ended with ("command failed"), or None when it did not end by one."""
+    """How kubelet ended: (its error, whether that refused the flags or configuration); (None, False)
+    when it did not end by an error of its own."""
+    panic = re.search(r"^panic: .*$", log, re.M)
+    if panic and re.search(r"cmd/kubelet/app\.(loadConfigFile|mergeKubeletConfigurations)\(", log[panic.end():]):
+        return "kubelet panicked loading its configuration files: %s" % panic.group(0), True
+    error = command_failed(log)
+    return error, error is not None and error.startswith(REFUSALS)
+
+
+def command_failed(log):
+    """The error kubelet ended with ("command failed"), or None."""
     for match in BLOCK.finditer(log):
         if match.group("msg") == "command failed" and match.group("key") == "err":
             return "\n".join(line[1:] for line in match.group("body").splitlines())
@@ -113,8 +133,8 @@ def main(argv):
             pass  # killed: it ran past every check of its configuration (classified below)
         log_file.seek(0)
         log = log_file.read()
-    error = failure(log)
-    if error is not None and error.startswith(REFUSALS):
+    error, refused = failure(log)
+    if refused:
         if judge_only:
             print(json.dumps({"refused": error}))
         sys.stderr.write("kubelet refused its flags or configuration: %s\n" % error)
