@@ -36,7 +36,7 @@ PYLINT_CORES := $(ANSIBLE_CORE_OLDEST) 2.21.5
 # Unit tests of programs that run on the node (gpufleet-mig under the node's Python) or in the
 # checkout (the documentation scripts) import nothing of ansible-core: they run once per Python, with the releases
 # whose ansible-test runs on 3.11, 3.12 and 3.13, and not again with 2.18 to 2.20 (3.13 as 2.21).
-PYTHON_ONLY_UNITS := tests/unit/roles/test_gpu_mig_program.py tests/unit/scripts/test_playbook_docs.py tests/unit/scripts/test_docs_links.py
+PYTHON_ONLY_UNITS := tests/unit/roles/test_gpu_mig_program.py tests/unit/scripts/test_playbook_docs.py tests/unit/scripts/test_docs_links.py tests/unit/scripts/test_readme.py
 PYTHON_ONLY_UNITS_CORES := $(ANSIBLE_CORE_OLDEST) 2.17.14 2.21.5
 VENVS       := $(CURDIR)/.venvs
 OLDEST      := $(VENVS)/oldest
