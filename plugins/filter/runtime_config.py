@@ -18,6 +18,7 @@ nvidia runtime, and the check afterwards compares every setting.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import math
 import re
@@ -298,11 +299,35 @@ def _written_section(files, plugin):
     return section
 
 
-def containerd_nvidia_dropin(baseline_dump, settings, schema=None, files=None):
+def _low_level_runtime(section):
+    """The runtime a new nvidia runtime starts as a copy of, as NVIDIA's nvidia-ctk makes it
+    (v1.17.8, pkg/config/engine: GetLowLevelRuntimes, containerd's AddRuntime): the default
+    runtime unless its name starts with nvidia, else runc, else crun; here only one whose shim is
+    runc's (a copy of another shim's options, kata's say, means nothing to runc). {} if none."""
+    containerd = section.get("containerd") or {}
+    runtimes = containerd.get("runtimes") or {}
+    default = containerd.get("default_runtime_name") or ""
+    names = ([default] if default and not default.startswith("nvidia") else []) + ["runc", "crun"]
+    for candidate in names:
+        runtime = runtimes.get(candidate)
+        if isinstance(runtime, dict) and runtime.get("runtime_type", RUNC_TYPE) in (RUNC_TYPE, ""):
+            return runtime
+    return {}
+
+
+def containerd_nvidia_dropin(baseline_dump, settings, schema=None, files=None, low_level=True):
     """The drop-in as a dict: the effective CRI section from ``baseline_dump`` plus the nvidia runtime.
 
     settings: name, binary, cgroup_driver (auto|systemd|cgroupfs), default (bool), cdi (bool),
     cdi_spec_dirs (list). The baseline is ``containerd config dump`` without this drop-in.
+
+    A runtime of that name in the baseline (the user's) keeps its settings; otherwise the runtime
+    starts as a copy of the low-level runtime's, as NVIDIA's nvidia-ctk makes it (runc's, or the
+    default runtime's), so that its pods run with every setting the node gives runc's. Then its
+    shim is runc's, its BinaryName the NVIDIA runtime and SystemdCgroup as ``cgroup_driver`` says.
+    ``low_level=False`` makes no copy: what a version 2 drop-in written from ``files`` must show in
+    containerd 2's version 3 dump (its copy of runc's settings as written, which containerd
+    migrates), where the dump's own runc has containerd's defaults besides.
 
     ``schema`` is config.toml's own version (default: the dump's). containerd 2.x dumps its own
     version (3, or 4 from 2.3) whatever the file says; for a version-2 config.toml (a node upgraded
@@ -327,7 +352,7 @@ def containerd_nvidia_dropin(baseline_dump, settings, schema=None, files=None):
         section = _written_section(files, plugin)
     name = settings.get("name", "nvidia")
     runtimes = _runtimes(section)
-    runtime = dict(runtimes.get(name) or {})
+    runtime = copy.deepcopy(runtimes.get(name) or (_low_level_runtime(section) if low_level else {}))
     runtime["runtime_type"] = RUNC_TYPE
     options = dict(runtime.get("options") or {})
     options["BinaryName"] = settings["binary"]

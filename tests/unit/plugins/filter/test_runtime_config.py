@@ -20,6 +20,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "containerd")
 FILTERS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")
 CRI = "io.containerd.grpc.v1.cri"
 BINARY = "/usr/bin/nvidia-container-runtime"
+RUNC_TYPE = "io.containerd.runc.v2"
 DROPIN = "/etc/containerd/conf.d/99-nvidia.toml"
 
 
@@ -489,9 +490,10 @@ def test_dropin_is_the_baseline_section_plus_the_runtime(release):
     assert dropin["version"] == 2
     assert list(dropin["plugins"]) == [CRI]
     section = cri_of(dropin)
-    runc_systemd = base["containerd"]["runtimes"]["runc"]["options"]["SystemdCgroup"]
-    assert section["containerd"]["runtimes"]["nvidia"] == {
-        "runtime_type": "io.containerd.runc.v2", "options": {"BinaryName": BINARY, "SystemdCgroup": runc_systemd}}
+    # runc's table, as nvidia-ctk copies it, with the NVIDIA runtime as its binary
+    nvidia = copy.deepcopy(base["containerd"]["runtimes"]["runc"])
+    nvidia["options"]["BinaryName"] = BINARY
+    assert section["containerd"]["runtimes"]["nvidia"] == nvidia
     assert section["containerd"]["runtimes"]["runc"] == base["containerd"]["runtimes"]["runc"]
     expected = copy.deepcopy(base)
     expected["containerd"]["runtimes"]["nvidia"] = section["containerd"]["runtimes"]["nvidia"]
@@ -554,6 +556,57 @@ def test_a_runtime_of_that_name_in_the_baseline_keeps_its_other_settings():
     assert cri_of(dropin)["containerd"]["runtimes"]["nvidia"] == {
         "runtime_type": "io.containerd.runc.v2", "privileged_without_host_devices": True,
         "options": {"BinaryName": BINARY, "Root": "/run/nvidia-runc", "SystemdCgroup": True}}
+
+
+# NVIDIA's nvidia-ctk (v1.17.8, pkg/config/engine/containerd AddRuntime) makes the nvidia runtime a
+# copy of the low-level runtime's table (the default runtime unless it is an nvidia one, else runc,
+# else crun), then sets BinaryName: a GPU pod under RuntimeClass nvidia runs with every setting the
+# node gives runc pods. molecule gpu_container_toolkit compares the role's result with nvidia-ctk's.
+def runc_with_settings(dump):
+    runc = cri_of(dump)["containerd"]["runtimes"]["runc"]
+    runc.update(privileged_without_host_devices=True, base_runtime_spec="/etc/containerd/base-spec.json",
+                pod_annotations=["example.com/*"])
+    runc["options"].update(NoPivotRoot=True, Root="/run/containerd/runc-root", ShimCgroup="/runc-shims")
+
+
+def test_the_nvidia_runtime_takes_runcs_settings_as_nvidia_ctk_does():
+    base = edited(baseline("debian12"), runc_with_settings)
+    runtimes = cri_of(rc.containerd_nvidia_dropin(base, settings()))["containerd"]["runtimes"]
+    expected = copy.deepcopy(cri_of(tomllib.loads(base))["containerd"]["runtimes"]["runc"])
+    expected["options"]["BinaryName"] = BINARY
+    assert runtimes["nvidia"] == expected
+    assert runtimes["runc"] == cri_of(tomllib.loads(base))["containerd"]["runtimes"]["runc"]
+
+
+@pytest.mark.parametrize("default,source", [("crun", "crun"), ("nvidia-legacy", "runc"), ("kata", "runc")])
+def test_the_nvidia_runtime_copies_the_default_low_level_runtime(default, source):
+    def runtimes_of_the_user(dump):
+        section = cri_of(dump)["containerd"]
+        section["default_runtime_name"] = default
+        section["runtimes"]["crun"] = {"runtime_type": RUNC_TYPE, "options": {"BinaryName": "/usr/bin/crun", "Root": "/run/crun"}}
+        section["runtimes"]["nvidia-legacy"] = {"runtime_type": RUNC_TYPE, "options": {"BinaryName": "/opt/nvidia-runc"}}
+        # a runtime of another shim is no base for a runc.v2 one
+        section["runtimes"]["kata"] = {"runtime_type": "io.containerd.kata.v2", "options": {"ConfigPath": "/etc/kata.toml"}}
+    base = edited(baseline("debian12"), runtimes_of_the_user)
+    runtimes = cri_of(rc.containerd_nvidia_dropin(base, settings()))["containerd"]["runtimes"]
+    expected = copy.deepcopy(cri_of(tomllib.loads(base))["containerd"]["runtimes"][source])
+    expected["runtime_type"] = RUNC_TYPE
+    # auto: runc's cgroup driver (the user's import sets SystemdCgroup for runc), whatever the copy's
+    expected["options"].update(BinaryName=BINARY, SystemdCgroup=True)
+    assert runtimes["nvidia"] == expected
+
+
+def test_the_cgroup_driver_asked_for_wins_over_runcs():
+    base = edited(baseline("debian12"), runc_with_settings)
+    nvidia = cri_of(rc.containerd_nvidia_dropin(base, settings(cgroup_driver="cgroupfs")))["containerd"]["runtimes"]["nvidia"]
+    assert nvidia["options"]["SystemdCgroup"] is False
+    assert nvidia["options"]["NoPivotRoot"] is True
+
+
+def test_no_copy_of_the_low_level_runtime_when_asked():
+    base = edited(baseline("debian12"), runc_with_settings)
+    nvidia = cri_of(rc.containerd_nvidia_dropin(base, settings(), low_level=False))["containerd"]["runtimes"]["nvidia"]
+    assert nvidia == {"runtime_type": RUNC_TYPE, "options": {"BinaryName": BINARY, "SystemdCgroup": True}}
 
 
 def test_another_runtime_name():
@@ -982,9 +1035,11 @@ def test_the_version_3_dropin_the_role_wrote_before_would_lose_the_users_sandbox
     assert any("pinned_images.sandbox changed from 'registry.example/pause:3.9'" in problem for problem in problems), problems
 
 
-@pytest.mark.parametrize("name,extra", [("forky-v2", {}), ("forky-v3", {"default": True})])
-def test_the_real_containerd_2_dumps_with_the_dropin_are_fine(name, extra):
-    expected = rc.containerd_nvidia_dropin(fixture(name + "-dump-baseline.toml"), settings(cdi=True, **extra))
+# forky-v2's drop-in is version 2 (from the files as written): the role expects only what it sets of the
+# nvidia runtime there (low_level false), its copy of runc being of runc as written.
+@pytest.mark.parametrize("name,extra,low_level", [("forky-v2", {}, False), ("forky-v3", {"default": True}, True)])
+def test_the_real_containerd_2_dumps_with_the_dropin_are_fine(name, extra, low_level):
+    expected = rc.containerd_nvidia_dropin(fixture(name + "-dump-baseline.toml"), settings(cdi=True, **extra), low_level=low_level)
     assert expected["version"] == 3
     assert rc.containerd_dump_problems(fixture(name + "-dump-with-dropin.toml"), fixture(name + "-dump-baseline.toml"), expected) == []
 
