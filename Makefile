@@ -78,7 +78,7 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster bench-site-cluster clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a local Kubernetes control plane with site.yml, write the fleet report"
@@ -86,7 +86,7 @@ help:
 	@echo "make setup   system packages, Debian 12/13 images, .venv (Debian 13's Python 3.13), collections, podman config"
 	@echo "make docs    build the documentation site into .build/docs/html (docs-test: its checks, as make test runs them)"
 	@echo "make lint | docs-test | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=gpu_mig]"
-	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | demo-clean"
+	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | bench-site-cluster | demo-clean"
 
 setup: system venv collections podman images pythons mirrors ssh-key controlplane-build
 
@@ -351,6 +351,11 @@ bench-rerun: setup
 # nodes, and the smoke test through DRA at 1 and 300 (BENCH_CLUSTER_ARGS, e.g. "--nodes 1,300 --rounds 1").
 bench-cluster: venv collections
 	$(VENV)/bin/python benchmarks/cluster_scale.py $(BENCH_CLUSTER_ARGS)
+
+# ansible-playbook gpufleet.nvidia.site --tags cluster, as a user runs it, at 1, 300 and 1,000 kwok GPU nodes: a first
+# run on Nodes the collection has not touched, then again converged (BENCH_SITE_CLUSTER_ARGS, e.g. "--nodes 1,300").
+bench-site-cluster: venv collections
+	$(VENV)/bin/python benchmarks/site_cluster.py $(BENCH_SITE_CLUSTER_ARGS)
 
 clean:
 	rm -rf .build tests/output
