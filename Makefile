@@ -328,7 +328,7 @@ molecule-oldest: $(OLDEST)/.installed collections mirrors ssh-key
 		echo "=== molecule converge and verify -s $$scenario, $$(ansible --version | head -1)"; \
 		start=$$(date +%s); \
 		molecule destroy -s $$scenario || exit 1; \
-		molecule converge -s $$scenario && molecule verify -s $$scenario; rc=$$?; \
+		rc=0; molecule converge -s $$scenario && molecule verify -s $$scenario || rc=$$?; \
 		molecule destroy -s $$scenario || exit 1; \
 		[ $$rc = 0 ] || exit $$rc; \
 		echo "=== molecule $$scenario passed in $$(( $$(date +%s) - start )) s"; \
