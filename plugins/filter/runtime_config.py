@@ -324,7 +324,8 @@ def containerd_nvidia_dropin(baseline_dump, settings, schema=None, files=None, l
     A runtime of that name in the baseline (the user's) keeps its settings; otherwise the runtime
     starts as a copy of the low-level runtime's, as NVIDIA's nvidia-ctk makes it (runc's, or the
     default runtime's), so that its pods run with every setting the node gives runc's. Then its
-    shim is runc's, its BinaryName the NVIDIA runtime and SystemdCgroup as ``cgroup_driver`` says.
+    shim is runc's, its BinaryName the NVIDIA runtime and SystemdCgroup as ``cgroup_driver`` says (auto: the
+    copied runtime's own, as nvidia-ctk keeps it, else runc's in the dump).
     ``low_level=False`` makes no copy: what a version 2 drop-in written from ``files`` must show in
     containerd 2's version 3 dump (its copy of runc's settings as written, which containerd
     migrates), where the dump's own runc has containerd's defaults besides.
@@ -352,12 +353,20 @@ def containerd_nvidia_dropin(baseline_dump, settings, schema=None, files=None, l
         section = _written_section(files, plugin)
     name = settings.get("name", "nvidia")
     runtimes = _runtimes(section)
-    runtime = copy.deepcopy(runtimes.get(name) or (_low_level_runtime(section) if low_level else {}))
+    source = runtimes.get(name) or (_low_level_runtime(section) if low_level else {})
+    runtime = copy.deepcopy(source)
     runtime["runtime_type"] = RUNC_TYPE
     options = dict(runtime.get("options") or {})
     options["BinaryName"] = settings["binary"]
-    # From the dump: what runc really gets, config.toml's defaults included.
-    options["SystemdCgroup"] = containerd_systemd_cgroup(baseline_dump, settings.get("cgroup_driver", "auto"))
+    cgroup_driver = settings.get("cgroup_driver", "auto")
+    own = (source.get("options") or {}).get("SystemdCgroup") if isinstance(source, dict) else None
+    if cgroup_driver == "auto" and isinstance(own, bool):
+        # nvidia-ctk leaves the copied runtime's own SystemdCgroup as it is (a default runtime other than runc,
+        # crun through runc's shim say, can use systemd cgroups where runc keeps containerd's default).
+        options["SystemdCgroup"] = own
+    else:
+        # From the dump: what runc really gets, config.toml's defaults included.
+        options["SystemdCgroup"] = containerd_systemd_cgroup(baseline_dump, cgroup_driver)
     runtime["options"] = options
     runtimes[name] = runtime
     if settings.get("default"):

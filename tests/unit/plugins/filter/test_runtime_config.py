@@ -596,6 +596,26 @@ def test_the_nvidia_runtime_copies_the_default_low_level_runtime(default, source
     assert runtimes["nvidia"] == expected
 
 
+@pytest.mark.parametrize("copied,runc,expected", [(False, True, False), (True, False, True), (None, True, True)])
+def test_auto_keeps_the_copied_runtimes_own_cgroup_driver_as_nvidia_ctk_does(copied, runc, expected):
+    # nvidia-ctk v1.17.8 copies the default runtime's table and never writes SystemdCgroup: a default runtime
+    # (crun through runc's shim) that sets its own keeps it in the copy, whatever runc's; one that sets none
+    # gets runc's, as the node gives runc pods.
+    def crun_default(dump):
+        section = cri_of(dump)["containerd"]
+        section["default_runtime_name"] = "crun"
+        section["runtimes"]["crun"] = {"runtime_type": RUNC_TYPE, "options": {"BinaryName": "/usr/bin/crun"}}
+        if copied is not None:
+            section["runtimes"]["crun"]["options"]["SystemdCgroup"] = copied
+        section["runtimes"]["runc"].setdefault("options", {})["SystemdCgroup"] = runc
+    base = edited(baseline("debian12"), crun_default)
+    nvidia = cri_of(rc.containerd_nvidia_dropin(base, settings()))["containerd"]["runtimes"]["nvidia"]
+    assert nvidia["options"]["SystemdCgroup"] is expected
+    # a driver asked for wins over the copy's
+    asked = cri_of(rc.containerd_nvidia_dropin(base, settings(cgroup_driver="systemd")))["containerd"]["runtimes"]["nvidia"]
+    assert asked["options"]["SystemdCgroup"] is True
+
+
 def test_the_cgroup_driver_asked_for_wins_over_runcs():
     base = edited(baseline("debian12"), runc_with_settings)
     nvidia = cri_of(rc.containerd_nvidia_dropin(base, settings(cgroup_driver="cgroupfs")))["containerd"]["runtimes"]["nvidia"]
