@@ -258,6 +258,59 @@ def _gate_on(value):
     return str(value).strip().lower() in ("true", "yes", "on", "1")
 
 
+# NVIDIA's DRA driver's feature gates at the pinned release (sigs.k8s.io/dra-driver-nvidia-gpu v0.5.0,
+# pkg/featuregates/featuregates.go) with their defaults, and the logging gates it takes besides
+# (k8s.io/component-base/logs/api); gpu-kubelet-plugin refuses any other name at its start.
+DRA_FEATURE_GATES = {
+    "TimeSlicingSettings": False, "MPSSupport": False, "IMEXDaemonsWithDNSNames": True, "PassthroughSupport": False,
+    "DynamicMIG": False, "NVMLDeviceHealthCheck": False, "ComputeDomainCliques": True,
+    "CrashOnNVLinkFabricErrors": True, "DeviceMetadata": False, "FabricManagerPartitioning": False,
+    "HostManagedIMEXDaemon": False, "DRAListTypeAttributes": False, "ConsumableShares": False,
+    "ContextualLogging": True, "LoggingAlphaOptions": False, "LoggingBetaOptions": True,
+}
+# What ValidateFeatureGates refuses at the plugin's start (v0.5.0): (gate, needs or excludes, other gate).
+_DRA_GATE_RULES = (
+    ("ComputeDomainCliques", "needs", "IMEXDaemonsWithDNSNames"),
+    ("DynamicMIG", "excludes", "PassthroughSupport"),
+    ("DynamicMIG", "excludes", "NVMLDeviceHealthCheck"),
+    ("DynamicMIG", "excludes", "MPSSupport"),
+    ("PassthroughSupport", "excludes", "NVMLDeviceHealthCheck"),
+    ("DeviceMetadata", "needs", "PassthroughSupport"),
+)
+# The gates whose settings only the chart renders (RBAC, mounts, values).
+_DRA_HELM_ONLY_GATES = ("ConsumableShares", "DeviceMetadata", "MPSSupport", "PassthroughSupport")
+
+
+def dra_feature_gate_errors(feature_gates, method="manifests"):
+    """What NVIDIA's kubelet plugin would refuse at its start, or the role's manifests cannot serve, in
+    ``feature_gates`` (name -> bool, booleans already checked), as sentences naming the gates."""
+    if not isinstance(feature_gates, dict):
+        raise AnsibleFilterError("dra_feature_gate_errors expects gpu_dra_driver_feature_gates as a dict, got %r"
+                                 % (feature_gates,))
+    errors = []
+    unknown = sorted(name for name in feature_gates if name not in DRA_FEATURE_GATES)
+    if unknown:
+        errors.append("gpu_dra_driver_feature_gates has %s, which NVIDIA's DRA driver does not know (its gates: %s)"
+                      % (", ".join(json.dumps(name) for name in unknown), ", ".join(sorted(DRA_FEATURE_GATES))))
+    enabled = dict(DRA_FEATURE_GATES, **dict((name, bool(value)) for name, value in feature_gates.items()
+                                             if name in DRA_FEATURE_GATES))
+    for gate, rule, other in _DRA_GATE_RULES:
+        if not enabled[gate]:
+            continue
+        if rule == "needs" and not enabled[other]:
+            errors.append("gpu_dra_driver_feature_gates turns on %s%s, which needs %s turned on too (NVIDIA's kubelet "
+                          "plugin refuses it at its start)" % (
+                              gate, "" if gate in feature_gates else " (on by default)", other))
+        if rule == "excludes" and enabled[other]:
+            errors.append("gpu_dra_driver_feature_gates turns on both %s and %s, which NVIDIA's kubelet plugin refuses "
+                          "together at its start" % (gate, other))
+    if method == "manifests":
+        errors.extend("gpu_dra_driver_feature_gates turns on %s, which needs RBAC, mounts or values only the chart "
+                      "renders (gpu_dra_driver_method: helm)" % gate
+                      for gate in _DRA_HELM_ONLY_GATES if feature_gates.get(gate) and enabled[gate])
+    return errors
+
+
 def dra_dynamic_mig_layouts(hosts, hostvars, feature_gates):
     """With the DynamicMIG feature gate on in ``feature_gates``, the hosts whose inventory declares a gpu_mig
     layout (a non-empty ``gpu_mig_layout``): [{host, layout, words}]; none when the gate is off.
@@ -288,4 +341,5 @@ class FilterModule(object):
             "dra_device_plugin_nodes": dra_device_plugin_nodes,
             "dra_old_drivers": dra_old_drivers,
             "dra_dynamic_mig_layouts": dra_dynamic_mig_layouts,
+            "dra_feature_gate_errors": dra_feature_gate_errors,
         }
