@@ -21,6 +21,10 @@
 #       first): the configuration was accepted; write the configuration kubelet logged to
 #       /run/kubelet-real/configz.json (as kubelet serves it at /configz, top-level field names as
 #       in kubelet.config.k8s.io/v1beta1) and stay running until SIGTERM.
+# What the real kubelet refuses only later, once it builds its managers from the host (reserved CPUs
+# outside the node's online CPUs, a static CPU manager without a reservation, the memory manager's
+# totals: server.go's run() after the client), is not reached here and reads as accepted; on a node,
+# kubelet stops there and gpu_kubelet's restart check rolls the change back.
 # The real kubelet's whole output of the last start is in /run/kubelet-real/kubelet.log (judge.log
 # for KUBELET_STANDIN_JUDGE_ONLY).
 # KUBELET_STANDIN_JUDGE_ONLY=1 kubelet ARGS prints the verdict as JSON ({"refused": error} or the
