@@ -364,10 +364,25 @@ def main():
     skipped = sum(job.state == "skipped" for job in jobs)
     print(f"jobs: {passed} passed, {len(failed)} failed, {skipped} skipped")
     if failed:
+        for job in jobs:
+            if job.state == "failed":
+                print_failure_lines(job)
         print(f"make test FAILED: {', '.join(failed)}")
         return 1
     print(f"make test passed: {len(jobs)} jobs in {wall:.0f} s")
     return 0
+
+
+FAILURE_LINE = re.compile(r"^(fatal: |failed: |ERROR|CRITICAL|FAILED |E   |Traceback|make(\[\d+\])?: \*\*\*)")
+
+
+def print_failure_lines(job: Job, most: int = 12, width: int = 600) -> None:
+    """Repeat the lines that say why a job failed, last, where a shortened CI log still shows them."""
+    lines = job.log.read_text(errors="replace").splitlines()
+    hits = [line for line in lines if FAILURE_LINE.match(line)]
+    print(f"why {job.name} failed ({len(hits)} such lines in {job.log.relative_to(REPO)}, the last {most}):")
+    for line in hits[-most:]:
+        print("  " + (line if len(line) <= width else line[:width] + " [...]"))
 
 
 if __name__ == "__main__":
