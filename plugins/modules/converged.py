@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: converged
-version_added: 0.4.0
+version_added: 0.2.0
 short_description: Tell in one call whether a node is still as a role's last complete run left it
 description:
   - Reads, in one call, everything a role's outcome depends on that lives on the node - the files it writes and

@@ -8,7 +8,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: systemd_unit_files
-version_added: 0.4.0
+version_added: 0.2.0
 short_description: Find a system unit's file and drop-ins as systemd loads them at its next reload
 description:
   - C(systemctl show) answers with the files systemd loaded (C(FragmentPath), C(DropInPaths)), which stay as they were
