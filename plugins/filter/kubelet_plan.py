@@ -230,6 +230,26 @@ def _choice(settings, name, variable, errors):
     return value.strip()
 
 
+def _cpuset_members(cpuset):
+    """The CPU numbers of a cpuset already matched by _CPUSET_RE, such as '0-1,6'."""
+    members = set()
+    for part in cpuset.split(","):
+        first, dash, last = part.partition("-")
+        members.update(range(int(first), int(last if dash else first) + 1))
+    return members
+
+
+def _cpuset_text(numbers):
+    """Sorted CPU numbers as a cpuset: [0, 1, 2, 6] is '0-2,6'."""
+    parts = []
+    for number in numbers:
+        if parts and parts[-1][1] == number - 1:
+            parts[-1][1] = number
+        else:
+            parts.append([number, number])
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in parts)
+
+
 class _Plan(object):
     """Errors and flags for one kubelet; see kubelet_gpu_args."""
 
@@ -389,7 +409,7 @@ class _Plan(object):
             reserved = None
         else:
             reserved = reserved.strip()
-            if reserved and not self._cpuset_ok(reserved):
+            if reserved and not (self._cpuset_ok(reserved) and self._cpus_online(reserved)):
                 reserved = None
             elif reserved and not self._too_old(RESERVED_CPUS_VAR, reserved, "--reserved-cpus", RESERVED_CPUS_FLAG):
                 self.flags["--reserved-cpus"] = reserved
@@ -425,6 +445,21 @@ class _Plan(object):
                     break
         if problem:
             self.errors.append("%s is %r, which is not a cpuset: %s" % (RESERVED_CPUS_VAR, cpuset, problem))
+            return False
+        return True
+
+    def _cpus_online(self, cpuset):
+        """kubelet refuses to start when a reserved CPU is not online (cmd/kubelet/app/server.go, getReservedCPUs)."""
+        online = self.settings.get("online_cpus")
+        if not isinstance(online, str) or not _CPUSET_RE.match(online.strip()):
+            return True  # the node's online CPUs were not read: kubelet judges
+        offline = sorted(_cpuset_members(cpuset) - _cpuset_members(online.strip()))
+        if offline:
+            self.errors.append("%s is %r, but CPU%s %s %s not online on this node (its online CPUs are %s, from "
+                               "/sys/devices/system/cpu/online): kubelet refuses to start with reserved CPUs that are "
+                               "not online"
+                               % (RESERVED_CPUS_VAR, cpuset, "s" if len(offline) > 1 else "",
+                                  _cpuset_text(offline), "are" if len(offline) > 1 else "is", online.strip()))
             return False
         return True
 

@@ -24,7 +24,8 @@
 # What the real kubelet refuses only later, once it builds its managers from the host (reserved CPUs
 # outside the node's online CPUs, a static CPU manager without a reservation, the memory manager's
 # totals: server.go's run() after the client), is not reached here and reads as accepted; on a node,
-# kubelet stops there and gpu_kubelet's restart check rolls the change back.
+# kubelet stops there and gpu_kubelet's restart check rolls the change back. The first two the role
+# refuses itself, before any change.
 # The real kubelet's whole output of the last start is in /run/kubelet-real/kubelet.log (judge.log
 # for KUBELET_STANDIN_JUDGE_ONLY).
 # KUBELET_STANDIN_JUDGE_ONLY=1 kubelet ARGS prints the verdict as JSON ({"refused": error} or the

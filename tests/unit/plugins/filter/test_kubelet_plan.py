@@ -203,6 +203,25 @@ def test_cpusets(cpuset):
     assert plan.kubelet_gpu_args(settings(reserved_cpus=cpuset))[-1] == "--reserved-cpus=" + cpuset
 
 
+@pytest.mark.parametrize("reserved,online,offline", [
+    ("0-1", "0", "CPU 1 is"),
+    ("0-1,6", "0-3", "CPU 6 is"),
+    ("2,4-7,9", "0-4,8-9", "CPUs 5-7 are"),
+    ("64-65", "0-63", "CPUs 64-65 are"),
+])
+def test_reserved_cpus_must_be_online(reserved, online, offline):
+    message = single_error(settings(cpu_manager_policy="static", reserved_cpus=reserved, online_cpus=online + "\n"))
+    assert message.startswith("gpu_kubelet_reserved_cpus is %r, but %s not online" % (reserved, offline)), message
+    assert "online CPUs are %s," % online in message
+
+
+@pytest.mark.parametrize("reserved,online", [("0-1", "0-1"), ("0,6", "0-7"), ("3", "0,3"), ("0-1", None),
+                                             ("0-1", ""), ("0-1", "unreadable")])
+def test_online_reserved_cpus(reserved, online):
+    args = plan.kubelet_gpu_args(settings(reserved_cpus=reserved, online_cpus=online))
+    assert args[-1] == "--reserved-cpus=" + reserved
+
+
 @pytest.mark.parametrize("name,variable,value", [
     ("topology_manager_policy", "gpu_kubelet_topology_manager_policy", "numa"),
     ("topology_manager_policy", "gpu_kubelet_topology_manager_policy", "Best-Effort"),
