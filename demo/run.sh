@@ -11,6 +11,10 @@ out=${DEMO_OUT:-$PWD/demo-output}
 prefix=${MOLECULE_IMAGE_PREFIX:-localhost/gpufleet-debian}
 mirrors=${GPUFLEET_MIRRORS:?GPUFLEET_MIRRORS must name the local mirrors (make demo sets it)}
 declare -A nodes=([gpufleet-demo-1]=12 [gpufleet-demo-2]=13)
+# The real kubelet each node runs, built beside the control plane (tests/controlplane/build.sh):
+# the oldest supported release on Debian 12, the newest on Debian 13.
+declare -A kubelets=([gpufleet-demo-1]=.cache/controlplane/kubernetes-oldest/kubelet
+                     [gpufleet-demo-2]=.cache/controlplane/bin/kubelet)
 cluster_state=$out/testcluster
 export GPUFLEET_DEMO_KUBECONFIG=$cluster_state/kubeconfig
 testcluster() { "${PYTHON:-.venv/bin/python}" tests/controlplane/testcluster.py "$@"; }
@@ -21,9 +25,11 @@ banner() { printf '\n==== %s\n' "$*"; }
 
 banner "Starting the demo nodes (Debian 12 and 13 systemd containers under podman)"
 for node in "${!nodes[@]}"; do
+    [ -x "${kubelets[$node]}" ] || { echo "${kubelets[$node]} is missing: make controlplane-build builds it" >&2; exit 1; }
     podman rm -f "$node" >/dev/null 2>&1 || true
     podman run -d --name "$node" --hostname "$node" --systemd=always \
-        -v "$mirrors:/srv/mirrors:ro" "$prefix:${nodes[$node]}" /sbin/init >/dev/null
+        -v "$mirrors:/srv/mirrors:ro" -v "$PWD/${kubelets[$node]}:/usr/local/lib/gpufleet-test/kubelet:ro" \
+        "$prefix:${nodes[$node]}" /sbin/init >/dev/null
 done
 for node in "${!nodes[@]}"; do
     for _ in $(seq 60); do
@@ -35,7 +41,7 @@ for node in "${!nodes[@]}"; do
     echo "$node: Debian ${nodes[$node]}, systemd $state"
 done
 
-banner "Making them look like kubeadm-joined nodes (real containerd, kubeadm's kubelet layout, a STAND-IN nvidia-smi replaying a real capture)"
+banner "Making them look like kubeadm-joined nodes (real containerd, the real kubelet in kubeadm's layout, a STAND-IN nvidia-smi replaying a real capture)"
 ansible-playbook -i demo/inventory demo/prepare.yml
 
 banner "Starting the cluster: kube-apiserver, kube-controller-manager, kube-scheduler and etcd on this machine, kwok for the Nodes (tests/controlplane, demo/cluster.yml)"
@@ -62,6 +68,7 @@ banner "Stopping the cluster"
 testcluster stop --state "$cluster_state"
 
 kubernetes_version=$(sed -n 's/^KUBERNETES_VERSION=//p' tests/controlplane/versions.env)
+oldest_version=$(sed -n 's/^KUBERNETES_OLDEST_VERSION=//p' tests/controlplane/versions.env)
 cat <<TEXT
 
 ==== Done in ${SECONDS} s: site.yml converged ${#nodes[@]} nodes and the cluster in ${site_seconds} s.
@@ -73,8 +80,11 @@ What was real here:
     by gpu_driver (535 on Debian 12, 550 on Debian 13); nouveau blacklisted.
   - Debian's containerd, given the nvidia runtime through a drop-in by
     gpu_container_toolkit (check: podman exec gpufleet-demo-1 containerd config dump).
-  - systemd and kubeadm's kubelet unit layout; gpu_kubelet's drop-in with the
-    GPU labels and taint, its restart and its check that kubelet stays up.
+  - kubelet ${oldest_version} (Debian 12, every setting a flag) and ${kubernetes_version} (Debian 13,
+    the --config-dir drop-in), built from the k8s.io/kubernetes Go module, in
+    kubeadm's unit layout: it judged gpu_kubelet's drop-in with the GPU labels
+    and taint by its own flag parsing, configuration loading and validation,
+    through the role's restart and its check that kubelet stays up.
   - nvml_facts, the device plugin's manifests, the Node labels (the health
     gating's gpufleet.nvidia.com/gpu-health among them), the smoke test's
     pods and every API call: the collection's own code, unchanged, through
@@ -96,9 +106,13 @@ What was a STAND-IN, and why:
     the CUDA version and everything else are the capture's. No kernel module
     is built or loaded (a container runs the host's kernel:
     gpu_driver_kernel_module: none).
-  - nvidia-container-toolkit and kubelet: Debian ships neither. The toolkit
-    packages come from a signed local mirror laid out like NVIDIA's; kubelet
-    is a small program that checks its flags like kubelet (and joins nothing).
+  - nvidia-container-toolkit: Debian ships none. Its packages come from a
+    signed local mirror laid out like NVIDIA's (with NVIDIA's real nvidia-ctk).
+  - the kubelet service: a real kubelet cannot run a node in a container (it
+    stops at /dev/kmsg and read-only /proc/sys), so a small service runs the
+    real kubelet with the unit's arguments, exits with kubelet's own words when
+    kubelet refuses them and stays running once kubelet accepted them
+    (molecule/gpu_kubelet/files/kubelet-node-standin.py). It joins nothing.
 The nodes keep running for a look around (podman exec -it gpufleet-demo-1 bash);
 make demo-clean removes them.
 TEXT
