@@ -230,24 +230,43 @@ def _choice(settings, name, variable, errors):
     return value.strip()
 
 
-def _cpuset_members(cpuset):
-    """The CPU numbers of a cpuset already matched by _CPUSET_RE, such as '0-1,6'."""
-    members = set()
+def _cpuset_ranges(cpuset):
+    """The CPUs of a cpuset already matched by _CPUSET_RE as sorted, merged (first, last) ranges:
+    '4-7,0-1,2' is [(0, 2), (4, 7)]. Ranges stay ranges: '0-4000000000' is one pair, not a set."""
+    ranges = []
     for part in cpuset.split(","):
         first, dash, last = part.partition("-")
-        members.update(range(int(first), int(last if dash else first) + 1))
-    return members
-
-
-def _cpuset_text(numbers):
-    """Sorted CPU numbers as a cpuset: [0, 1, 2, 6] is '0-2,6'."""
-    parts = []
-    for number in numbers:
-        if parts and parts[-1][1] == number - 1:
-            parts[-1][1] = number
+        ranges.append((int(first), int(last if dash else first)))
+    merged = []
+    for first, last in sorted(ranges):
+        if merged and first <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
         else:
-            parts.append([number, number])
-    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in parts)
+            merged.append((first, last))
+    return merged
+
+
+def _cpuset_minus(cpuset, other):
+    """The CPUs of cpuset that other lacks, as ranges."""
+    left = []
+    holes = _cpuset_ranges(other)
+    for first, last in _cpuset_ranges(cpuset):
+        for hole_first, hole_last in holes:
+            if hole_last < first or hole_first > last:
+                continue
+            if hole_first > first:
+                left.append((first, hole_first - 1))
+            first = hole_last + 1
+            if first > last:
+                break
+        if first <= last:
+            left.append((first, last))
+    return left
+
+
+def _ranges_text(ranges):
+    """Ranges as a cpuset: [(0, 2), (6, 6)] is '0-2,6'."""
+    return ",".join(str(a) if a == b else "%d-%d" % (a, b) for a, b in ranges)
 
 
 class _Plan(object):
@@ -453,13 +472,14 @@ class _Plan(object):
         online = self.settings.get("online_cpus")
         if not isinstance(online, str) or not _CPUSET_RE.match(online.strip()):
             return True  # the node's online CPUs were not read: kubelet judges
-        offline = sorted(_cpuset_members(cpuset) - _cpuset_members(online.strip()))
+        offline = _cpuset_minus(cpuset, online.strip())
         if offline:
+            several = len(offline) > 1 or offline[0][0] != offline[0][1]
             self.errors.append("%s is %r, but CPU%s %s %s not online on this node (its online CPUs are %s, from "
                                "/sys/devices/system/cpu/online): kubelet refuses to start with reserved CPUs that are "
                                "not online"
-                               % (RESERVED_CPUS_VAR, cpuset, "s" if len(offline) > 1 else "",
-                                  _cpuset_text(offline), "are" if len(offline) > 1 else "is", online.strip()))
+                               % (RESERVED_CPUS_VAR, cpuset, "s" if several else "", _ranges_text(offline),
+                                  "are" if several else "is", online.strip()))
             return False
         return True
 

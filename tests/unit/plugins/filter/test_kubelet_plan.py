@@ -208,6 +208,9 @@ def test_cpusets(cpuset):
     ("0-1,6", "0-3", "CPU 6 is"),
     ("2,4-7,9", "0-4,8-9", "CPUs 5-7 are"),
     ("64-65", "0-63", "CPUs 64-65 are"),
+    ("0-4000000000", "0-63", "CPUs 64-4000000000 are"),
+    ("0-9", "0-1,3,5-6,9", "CPUs 2,4,7-8 are"),
+    ("5,1-3", "2", "CPUs 1,3,5 are"),
 ])
 def test_reserved_cpus_must_be_online(reserved, online, offline):
     message = single_error(settings(cpu_manager_policy="static", reserved_cpus=reserved, online_cpus=online + "\n"))
@@ -216,7 +219,8 @@ def test_reserved_cpus_must_be_online(reserved, online, offline):
 
 
 @pytest.mark.parametrize("reserved,online", [("0-1", "0-1"), ("0,6", "0-7"), ("3", "0,3"), ("0-1", None),
-                                             ("0-1", ""), ("0-1", "unreadable")])
+                                             ("0-1", ""), ("0-1", "unreadable"), ("2-3,0-1", "0-3"),
+                                             ("1,2", "0-1,2-3"), ("0-4000000000", "0-4000000000")])
 def test_online_reserved_cpus(reserved, online):
     args = plan.kubelet_gpu_args(settings(reserved_cpus=reserved, online_cpus=online))
     assert args[-1] == "--reserved-cpus=" + reserved
