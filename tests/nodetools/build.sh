@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # Build NVIDIA's node-side tools for the tests at the pinned versions (tests/nodetools/versions.env)
-# from the Go module proxy, through the wrapper module of tests/nodetools/modules/, into
-#   .cache/nodetools/bin/   nvidia-ctk (NVIDIA_CONTAINER_TOOLKIT_VERSION)
-# as NVIDIA's own Makefile builds it: with cgo (go-nvml loads libnvidia-ml.so.1 at run time) and
-# its linker flags, the version stamped into internal/info. Go's own caches (GOMODCACHE, GOCACHE)
-# keep the downloaded modules and compiled packages, so a second build on the same machine (any
-# clone) only links; a binary whose stamp (versions, go.mod, go.sum, this script) matches is kept.
+# from the Go module proxy, through the modules of tests/nodetools/modules/, into
+#   .cache/nodetools/bin/   nvidia-ctk (NVIDIA_CONTAINER_TOOLKIT_VERSION, modules/container-toolkit)
+#                           as NVIDIA's own Makefile builds it: with cgo (go-nvml loads
+#                           libnvidia-ml.so.1 at run time) and its linker flags, the version
+#                           stamped into internal/info
+#   .cache/nodetools/lib/   libnvidia-ml.so.1 (GO_NVML_VERSION, modules/nvml-mock): NVML's C
+#                           functions answered by go-nvml's NVML mock, for LD_LIBRARY_PATH
+# Go's own caches (GOMODCACHE, GOCACHE) keep the downloaded modules and compiled packages, so a
+# second build on the same machine (any clone) only links; a file whose stamp (versions, its
+# module's files, this script) matches is kept. NODETOOLS_BIN and NODETOOLS_LIB move the two.
 set -euo pipefail
 cd "$(dirname "$0")"
 top=$(cd ../.. && pwd)
 # shellcheck disable=SC1091 # versions.env: plain NAME=value lines
 . ./versions.env
 out=${NODETOOLS_BIN:-$top/.cache/nodetools/bin}
-mkdir -p "$out"
+lib=${NODETOOLS_LIB:-$top/.cache/nodetools/lib}
+mkdir -p "$out" "$lib"
 export GOTOOLCHAIN=local GOFLAGS="-mod=readonly -trimpath" CGO_ENABLED=1
 
 command -v go >/dev/null || { echo "go not found on PATH: the tests' node tools are built with Go 1.26 (scripts/system-deps.sh)" >&2; exit 1; }
-command -v gcc >/dev/null || { echo "gcc not found on PATH: nvidia-ctk is built with cgo (scripts/system-deps.sh installs gcc)" >&2; exit 1; }
+command -v gcc >/dev/null || { echo "gcc not found on PATH: nvidia-ctk and libnvidia-ml.so.1 are built with cgo (scripts/system-deps.sh installs gcc)" >&2; exit 1; }
 
 # The toolkit built is the one the role installs: a pin moved in one place only is an error.
 role_version=$(sed -n 's/^gpu_container_toolkit_version: *"\([^"]*\)".*/\1/p' "$top/roles/gpu_container_toolkit/defaults/main.yml")
@@ -28,12 +33,12 @@ if [ "v$role_version" != "$NVIDIA_CONTAINER_TOOLKIT_VERSION" ]; then
 fi
 ./update-modules.sh --check
 
-stamp() { cat versions.env "modules/$1/go.mod" "modules/$1/go.sum" build.sh | sha256sum | cut -c1-16; }
-fresh() {  # module, binary
-    [ -x "$out/$2" ] && [ "$(cat "$out/.$2.stamp" 2>/dev/null)" = "$(stamp "$1")" ]
+stamp() { cat versions.env build.sh "modules/$1"/* | sha256sum | cut -c1-16; }
+fresh() {  # module, file built
+    [ -f "$2" ] && [ "$(cat "$(dirname "$2")/.$(basename "$2").stamp" 2>/dev/null)" = "$(stamp "$1")" ]
 }
 
-if ! fresh container-toolkit nvidia-ctk; then
+if ! fresh container-toolkit "$out/nvidia-ctk"; then
     info=github.com/NVIDIA/nvidia-container-toolkit/internal/info
     extldflags="-Wl,--export-dynamic -Wl,--unresolved-symbols=ignore-in-object-files -Wl,-z,lazy"
     (cd modules/container-toolkit && /usr/bin/time -f "build nvidia-ctk: %e s wall, %U s user, %S s system, %M KiB peak" \
@@ -42,3 +47,25 @@ if ! fresh container-toolkit nvidia-ctk; then
     stamp container-toolkit > "$out/.nvidia-ctk.stamp"
 fi
 "$out/nvidia-ctk" --version
+
+# libnvidia-ml.so.1: the bridge's C functions are checked against go-nvml's own nvml.h (from the
+# module cache, never copied here); only NVML's names are exported (exports.map), and none may be
+# left undefined, or ctypes (RTLD_NOW) could not open it.
+if ! fresh nvml-mock "$lib/libnvidia-ml.so.1"; then
+    nvml_dir=$(cd modules/nvml-mock && go mod download github.com/NVIDIA/go-nvml &&
+        go list -m -f '{{.Dir}}' github.com/NVIDIA/go-nvml)
+    mock=$PWD/modules/nvml-mock
+    (cd modules/nvml-mock && CGO_CFLAGS="-O2 -g -I$nvml_dir/pkg/nvml -Wno-deprecated-declarations" \
+        /usr/bin/time -f "build libnvidia-ml.so.1: %e s wall, %U s user, %S s system, %M KiB peak" \
+        go build -buildmode=c-shared \
+        -ldflags "-s -w '-extldflags=-Wl,-soname,libnvidia-ml.so.1 -Wl,--version-script=$mock/exports.map'" \
+        -o "$lib/libnvidia-ml.so.1" .)
+    rm -f "$lib/libnvidia-ml.so.h"  # the cgo export header go build writes beside the library
+    if undefined=$(nm -D --undefined-only "$lib/libnvidia-ml.so.1" | grep -w 'nvml[A-Za-z0-9_]*'); then
+        echo "libnvidia-ml.so.1 leaves NVML functions undefined (unmodelled.c is stale: run update-modules.sh):" >&2
+        echo "$undefined" >&2
+        exit 1
+    fi
+    stamp nvml-mock > "$lib/.libnvidia-ml.so.1.stamp"
+fi
+echo "libnvidia-ml.so.1: $(nm -D --defined-only "$lib/libnvidia-ml.so.1" | grep -c ' nvml') NVML functions, GPUs of go-nvml $GO_NVML_VERSION's mock"
