@@ -78,7 +78,7 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster bench-site-cluster clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster bench-site-cluster bench-nvml clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a local Kubernetes control plane with site.yml, write the fleet report"
@@ -86,7 +86,7 @@ help:
 	@echo "make setup   system packages, Debian 12/13 images, .venv (Debian 13's Python 3.13), collections, podman config"
 	@echo "make docs    build the documentation site into .build/docs/html (docs-test: its checks, as make test runs them)"
 	@echo "make lint | docs-test | sanity | units [ANSIBLE_CORES=2.16.19] | package | molecule | molecule-oldest [SCENARIOS=gpu_mig]"
-	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | bench-site-cluster | demo-clean"
+	@echo "make bench | bench-driver | bench-scale | bench-rerun | bench-cluster | bench-site-cluster | bench-nvml | demo-clean"
 
 setup: system venv collections podman images pythons mirrors ssh-key controlplane-build
 
@@ -356,6 +356,16 @@ bench-cluster: venv collections
 # run on Nodes the collection has not touched, then again converged (BENCH_SITE_CLUSTER_ARGS, e.g. "--nodes 1,300").
 bench-site-cluster: venv collections
 	$(VENV)/bin/python benchmarks/site_cluster.py $(BENCH_SITE_CLUSTER_ARGS)
+
+# nvml_facts through NVML over NVIDIA's NVML mock (tests/nodetools' libnvidia-ml.so.1), read by NVIDIA's
+# nvidia-ml-py in a venv of its own (.venv has no pynvml: a pynvml there would change what nvml_facts
+# answers on the molecule controllers' local host).
+BENCH_NVML_VENV := $(VENVS)/bench-nvml
+bench-nvml: nodetools-build $(BENCH_NVML_VENV)/.installed
+	$(BENCH_NVML_VENV)/bin/python benchmarks/nvml_mock.py $(BENCH_NVML_ARGS)
+
+$(BENCH_NVML_VENV)/.installed: constraints-dev.txt $(PYTHONS)/.installed | $(UV)
+	$(call make_venv,$(BENCH_NVML_VENV),ansible-core nvidia-ml-py==13.615.71 -c constraints-dev.txt,$(PYTHON_DEBIAN13))
 
 clean:
 	rm -rf .build tests/output
