@@ -66,7 +66,7 @@ def check(facts, gpus, migs, where):
 def time_module(env, args_file, gpus, migs, runs):
     argv = [sys.executable, "-m", "ansible_collections.gpufleet.nvidia.plugins.modules.nvml_facts", args_file]
     times = []
-    for _ in range(runs):
+    for _run in range(runs):
         start = time.perf_counter()
         done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
         times.append((time.perf_counter() - start) * 1000.0)
@@ -132,8 +132,8 @@ def main():
         env = mock_env(kind, mig)
         module = time_module(env, args_file, gpus, migs, args.runs)
         inside = time_gather(env, gpus, migs, args.runs)
-        print("%-36s %9.1f / %6.1f %9.1f / %6.1f" % (name, statistics.median(module), min(module),
-                                                        statistics.median(inside), min(inside)))
+        print("%-36s %9.1f / %6.1f %9.1f / %6.1f"
+              % (name, statistics.median(module), min(module), statistics.median(inside), min(inside)))
         if statistics.median(module) > args.goal_ms:
             over.append(name)
     if over:
