@@ -141,6 +141,82 @@ def drain_blockers(pods, budgets=None):
     return lines
 
 
+# The annotation the collection's playbooks put on a Node with the cordon they make (tasks/drain_node.yml), and take
+# off with the uncordon: a node the collection parked is never taken for one its owner cordoned.
+CORDON_ANNOTATION = "gpufleet.nvidia.com/cordoned-by"
+
+
+def cordon_marker(node):
+    """The collection's cordon marker of a Node object (its annotation, parsed), or None.
+
+    ``{'playbook': ..., 'reason': ..., 'time': ...}``; a value that is not a JSON object reads as
+    ``{'playbook': <the text>}``, so a hand-written marker still counts as the collection's.
+    """
+    annotations = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    if CORDON_ANNOTATION not in annotations:
+        return None
+    value = annotations[CORDON_ANNOTATION]
+    if isinstance(value, dict):  # ansible-core before 2.19 turns a JSON text into a dict when it sets a fact
+        return value
+    try:
+        marker = json.loads(value)
+    except (TypeError, ValueError):
+        marker = None
+    return marker if isinstance(marker, dict) else {"playbook": str(value)}
+
+
+def _marker_words(marker):
+    words = "cordoned by gpufleet.nvidia's %s playbook" % (marker.get("playbook") or "unknown")
+    if marker.get("reason"):
+        words += " (%s)" % marker["reason"]
+    if marker.get("time"):
+        words += " at %s" % marker["time"]
+    return words
+
+
+def node_service_states(rows, nodes, pods=None):
+    """Whether each GPU host's Node serves in the cluster, for the driver changes site.yml may make.
+
+    ``rows`` are ``{'host': inventory name, 'node': Node name}``; ``nodes`` the cluster's Node objects (api_list
+    resources with at least metadata.name, metadata.annotations and spec.unschedulable); ``pods`` maps a Node's name
+    to its Pod objects (read for the Nodes cordoned by their owner only). Returns ``{host: {'state', 'reason'}}``:
+
+    - ``drained``: no Node of that name yet (a new node), or a Node its owner cordoned (no collection marker) with no
+      pod left that a drain evicts (tasks/drain_node.yml's rule: DaemonSet, static and finished pods stay);
+    - ``serving``: a schedulable Node; a cordoned one that still runs such pods (or whose pods were not read); a
+      Node the collection's own playbooks cordoned (the marker names which): that cordon is theirs to undo.
+    """
+    if not isinstance(nodes, list):
+        raise AnsibleFilterError("node_service_states expects the Nodes as a list of objects (api_list resources), "
+                                 "got %s: %r" % (type(nodes).__name__, nodes))
+    by_name = {((node or {}).get("metadata") or {}).get("name"): node for node in nodes}
+    pods = pods or {}
+    states = {}
+    for row in rows or []:
+        name = row.get("node")
+        node = by_name.get(name)
+        if node is None:
+            states[row["host"]] = {"state": "drained", "reason": "the cluster has no Node %s yet" % name}
+            continue
+        marker = cordon_marker(node)
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        if marker is not None and cordoned:
+            state = {"state": "serving", "reason": "its Node %s is %s, not by its owner" % (name, _marker_words(marker))}
+        elif not cordoned:
+            state = {"state": "serving", "reason": "its Node %s is schedulable (not cordoned)" % name}
+        elif name not in pods:
+            state = {"state": "serving", "reason": "its Node %s is cordoned, but its pods were not read" % name}
+        else:
+            left = drain_leftovers(pods[name])
+            if left:
+                state = {"state": "serving", "reason": "its Node %s is cordoned but still runs %d pod(s) a drain "
+                         "evicts: %s" % (name, len(left), ", ".join(left[:5]) + (", ..." if len(left) > 5 else ""))}
+            else:
+                state = {"state": "drained", "reason": "its Node %s is cordoned and drained by its owner" % name}
+        states[row["host"]] = state
+    return states
+
+
 class FilterModule(object):
     """Rolling upgrade drain filters."""
 
@@ -148,4 +224,6 @@ class FilterModule(object):
         return {
             "drain_refusal": drain_refusal,
             "drain_blockers": drain_blockers,
+            "cordon_marker": cordon_marker,
+            "node_service_states": node_service_states,
         }

@@ -555,6 +555,51 @@ def driver_reboot_reasons(facts, nouveau_loaded=False, module_changed=False, ker
     return reasons
 
 
+NODE_STATES = ("unknown", "serving", "drained")
+
+
+def driver_disruption(specs, installed, branch_packages, facts, node_state="unknown", allow=False):
+    """What a gpu_driver run would disrupt on a node, and whether it may.
+
+    ``specs`` are the run's apt requests (driver_install_specs), ``installed`` package_facts' packages,
+    ``branch_packages`` the regex of the driver's own packages, ``facts`` ansible_facts['nvidia'] before any change,
+    ``node_state`` what the playbook read of the node's Node (gpu_driver_node_state: unknown, serving or drained)
+    and ``allow`` gpu_driver_allow_disruption. Returns:
+
+    - ``moves``: 'name installed -> requested' for each installed driver package the run would move to another
+      version (a package requested at the version it has, or not installed yet, moves nothing);
+    - ``loaded``: whether a driver runs (nvml_facts reports its version, or a module that differs from the libraries);
+    - ``change_allowed``: whether the run may move a loaded driver: on a drained node, or, where the cluster was not
+      asked, with gpu_driver_allow_disruption; never on a serving node. A node without a loaded driver may always
+      get its packages (nothing runs on them);
+    - ``reboot_allowed``: whether the run may reboot the node: on a drained node; where the cluster was not asked,
+      with gpu_driver_allow_disruption or when no driver was loaded (a new node); never on a serving node.
+    """
+    if node_state not in NODE_STATES:
+        raise AnsibleFilterError("gpu_driver_node_state must be one of %s, got %r" % (", ".join(NODE_STATES), node_state))
+    pattern = re.compile(branch_packages)
+    moves = []
+    for spec in specs or []:
+        name, dummy, requested = str(spec).partition("=")
+        if not requested or not pattern.search(name):
+            continue
+        version = _installed_version(installed, name)
+        if version and not fnmatch.fnmatchcase(version.split(":", 1)[-1], requested.split(":", 1)[-1]):
+            moves.append("%s %s -> %s" % (name, version, requested))
+    facts = facts or {}
+    loaded = bool(facts.get("driver_version")) or facts.get("state") in ("ok", "driver_mismatch")
+    allow = bool(allow)
+    if node_state == "serving":
+        change_allowed = reboot_allowed = False
+    elif node_state == "drained":
+        change_allowed = reboot_allowed = True
+    else:
+        change_allowed = allow
+        reboot_allowed = allow or not loaded
+    return {"moves": moves, "loaded": loaded, "change_allowed": change_allowed or not loaded,
+            "reboot_allowed": reboot_allowed}
+
+
 def _installed_version(installed, name):
     version = (installed or {}).get(name)
     if isinstance(version, list):  # package_facts: a list of {name, version, ...}
@@ -726,6 +771,7 @@ class FilterModule(object):
             "driver_end_of_life": driver_end_of_life,
             "driver_end_of_life_summary": driver_end_of_life_summary,
             "driver_reboot_reasons": driver_reboot_reasons,
+            "driver_disruption": driver_disruption,
             "driver_install_specs": driver_install_specs,
             "driver_version_mix": driver_version_mix,
             "openpgp_fingerprints": openpgp_fingerprints,

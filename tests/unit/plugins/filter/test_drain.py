@@ -184,3 +184,72 @@ def test_filters_are_registered():
     filters = FilterModule().filters()
     assert filters["drain_refusal"] is drain_refusal
     assert filters["drain_blockers"] is drain_blockers
+
+
+# node_service_states: whether site.yml may move a GPU node's loaded driver, from its Node and pods.
+def _node(name, unschedulable=None, annotations=None):
+    node = {"metadata": {"name": name}}
+    if annotations is not None:
+        node["metadata"]["annotations"] = annotations
+    if unschedulable is not None:
+        node["spec"] = {"unschedulable": unschedulable}
+    return node
+
+
+def _pod(name, owner=None, phase="Running", annotations=None):
+    metadata = {"name": name, "namespace": "team"}
+    if owner:
+        metadata["ownerReferences"] = [{"kind": owner, "name": "x"}]
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"metadata": metadata, "status": {"phase": phase}}
+
+
+MARKER = json.dumps({"playbook": "upgrade_driver", "reason": "The driver is changed", "time": "2026-12-07T18:00:00Z"})
+
+
+@pytest.mark.parametrize("node, pods, state, words", [
+    (None, None, "drained", "the cluster has no Node gpu-a yet"),
+    (_node("gpu-a"), None, "serving", "is schedulable"),
+    (_node("gpu-a", unschedulable=False), None, "serving", "is schedulable"),
+    # A marker on a schedulable node (uncordoned by hand): it serves.
+    (_node("gpu-a", False, {"gpufleet.nvidia.com/cordoned-by": MARKER}), None, "serving", "is schedulable"),
+    (_node("gpu-a", True), None, "serving", "its pods were not read"),
+    (_node("gpu-a", True), [_pod("trainer", "Job")], "serving", "still runs 1 pod(s) a drain evicts: team/trainer"),
+    (_node("gpu-a", True), [_pod("plugin", "DaemonSet"), _pod("done", "Job", "Succeeded"),
+                            _pod("static", annotations={"kubernetes.io/config.mirror": "x"})],
+     "drained", "cordoned and drained by its owner"),
+    (_node("gpu-a", True, {"gpufleet.nvidia.com/cordoned-by": MARKER}), [], "serving",
+     "cordoned by gpufleet.nvidia's upgrade_driver playbook (The driver is changed) at 2026-12-07T18:00:00Z, not by its owner"),
+    # A marker that is not JSON still marks the cordon as the collection's.
+    (_node("gpu-a", True, {"gpufleet.nvidia.com/cordoned-by": "mig"}), [], "serving", "gpufleet.nvidia's mig playbook"),
+])
+def test_node_service_states(node, pods, state, words):
+    nodes = [_node("cpu-1")] + ([node] if node else [])
+    states = FilterModule().filters()["node_service_states"](
+        [{"host": "host-a", "node": "gpu-a"}], nodes, {"gpu-a": pods} if pods is not None else {})
+    assert states["host-a"]["state"] == state
+    assert words in states["host-a"]["reason"]
+
+
+def test_node_service_states_many_pods_named_in_part():
+    states = FilterModule().filters()["node_service_states"](
+        [{"host": "h", "node": "n"}], [_node("n", True)], {"n": [_pod("p%d" % i, "ReplicaSet") for i in range(8)]})
+    assert "still runs 8 pod(s)" in states["h"]["reason"]
+    assert "team/p4, ..." in states["h"]["reason"] and "team/p5" not in states["h"]["reason"]
+
+
+def test_node_service_states_refuses_what_is_not_a_node_list():
+    with pytest.raises(AnsibleFilterError, match="expects the Nodes as a list"):
+        FilterModule().filters()["node_service_states"]([], {"resources": []})
+
+
+@pytest.mark.parametrize("annotations, marker", [
+    (None, None),
+    ({"other": "x"}, None),
+    ({"gpufleet.nvidia.com/cordoned-by": MARKER}, json.loads(MARKER)),
+    ({"gpufleet.nvidia.com/cordoned-by": json.loads(MARKER)}, json.loads(MARKER)),
+    ({"gpufleet.nvidia.com/cordoned-by": "[1]"}, {"playbook": "[1]"}),
+])
+def test_cordon_marker(annotations, marker):
+    assert FilterModule().filters()["cordon_marker"](_node("n", True, annotations)) == marker

@@ -831,3 +831,54 @@ def test_end_of_life_refuses_bad_data(branch, table, today, words):
     with pytest.raises(AnsibleFilterError) as caught:
         plan.driver_end_of_life(branch, table, today)
     assert words in str(caught.value)
+
+
+# driver_disruption: a run never moves a loaded driver, nor reboots, where the node serves.
+DEBIAN_BRANCH_PACKAGES = "^(nvidia-driver|nvidia-smi|libnvidia-ml1)$"
+INSTALLED_535 = {"nvidia-smi": [{"version": "535.261.03-1~deb12u1"}], "libnvidia-ml1": [{"version": "535.261.03-1~deb12u1"}],
+                 "nvidia-persistenced": [{"version": "535.43.08-1"}]}
+KEEP = ["nvidia-smi=535.261.03-1~deb12u1", "libnvidia-ml1=535.261.03-1~deb12u1", "nvidia-persistenced=535.43.08-1"]
+NEW_PIN = ["nvidia-smi=535.999.01-*", "libnvidia-ml1=535.999.01-*", "nvidia-persistenced=535.43.08-1"]
+LOADED = {"state": "ok", "driver_version": "535.261.03"}
+NOT_LOADED = {"state": "driver_not_loaded", "driver_version": None}
+
+
+@pytest.mark.parametrize("specs, facts, node_state, allow, change, reboot", [
+    # A converged node: nothing moves, whatever the cluster says.
+    (KEEP, LOADED, "serving", False, False, False),
+    # A new exact version within the branch on a loaded driver.
+    (NEW_PIN, LOADED, "serving", False, False, False),
+    (NEW_PIN, LOADED, "serving", True, False, False),
+    (NEW_PIN, LOADED, "drained", False, True, True),
+    (NEW_PIN, LOADED, "unknown", False, False, False),
+    (NEW_PIN, LOADED, "unknown", True, True, True),
+    # No driver loaded: its packages may move; a reboot only where the node serves nothing (or nobody knows).
+    (NEW_PIN, NOT_LOADED, "serving", False, True, False),
+    (NEW_PIN, NOT_LOADED, "unknown", False, True, True),
+    (NEW_PIN, {"state": "driver_mismatch", "driver_version": None}, "unknown", False, False, False),
+])
+def test_driver_disruption(specs, facts, node_state, allow, change, reboot):
+    result = plan.FilterModule().filters()["driver_disruption"](
+        specs, INSTALLED_535, DEBIAN_BRANCH_PACKAGES, facts, node_state=node_state, allow=allow)
+    moves = ["nvidia-smi 535.261.03-1~deb12u1 -> 535.999.01-*", "libnvidia-ml1 535.261.03-1~deb12u1 -> 535.999.01-*"]
+    assert result["moves"] == (moves if specs is NEW_PIN else [])
+    assert result["change_allowed"] is change
+    assert result["reboot_allowed"] is reboot
+
+
+def test_driver_disruption_first_install_moves_nothing():
+    result = plan.driver_disruption(["nvidia-smi=535.*", "libnvidia-ml1=535.*"], {}, DEBIAN_BRANCH_PACKAGES, {}, "serving")
+    assert result == {"moves": [], "loaded": False, "change_allowed": True, "reboot_allowed": False}
+
+
+def test_driver_disruption_epochs_and_version_mix():
+    installed = {"nvidia-smi": "1:590.48.01-1", "libnvidia-ml1": "1:590.44.01-1"}
+    result = plan.driver_disruption(["nvidia-smi=590.48.01-*", "libnvidia-ml1=590.48.01-*"], installed,
+                                    DEBIAN_BRANCH_PACKAGES, LOADED, "unknown")
+    assert result["moves"] == ["libnvidia-ml1 1:590.44.01-1 -> 590.48.01-*"]
+    assert result["change_allowed"] is False
+
+
+def test_driver_disruption_refuses_an_unknown_node_state():
+    with pytest.raises(AnsibleFilterError, match="gpu_driver_node_state must be one of unknown, serving, drained, got 'busy'"):
+        plan.driver_disruption([], {}, DEBIAN_BRANCH_PACKAGES, {}, "busy")

@@ -344,41 +344,93 @@ def test_kubernetes_core_check(version, passes):
         assert ("kubernetes.core %s" % version if version else "no kubernetes.core at all") in message
 
 
-def cordon_run(unschedulable, cordon_result):
-    """The facts the play sets for a node read with spec.unschedulable, then the cordon task's result."""
-    before = {"resources": [{"metadata": {"name": "gpu-a"},
-                             "spec": {"unschedulable": True} if unschedulable else {}}]}
-    was = rendered(UPGRADE, task(UPGRADE, "Remember whether the node was cordoned before this run")
-                   ["ansible.builtin.set_fact"]["gpufleet_upgrade_was_cordoned"],
-                   gpufleet_upgrade_before=before)
+NODE_PLAY = SITE["GPU nodes - driver, container toolkit and kubelet"]
+
+
+@pytest.mark.parametrize("variables,host,asks", [
+    ({"groups": {"kube_control_plane": ["cp-1"]}}, "cp-1", True),
+    ({"groups": {"kube_control_plane": ["cp-1"]}, "gpufleet_kube_api_host": "api"}, "api", True),
+    # No API host anywhere: the cluster cannot be asked.
+    ({"groups": {}}, "", False),
+    # --tags node needs no cluster; --skip-tags cluster leaves it out.
+    ({"groups": {"kube_control_plane": ["cp-1"]}, "ansible_run_tags": ["node"]}, "cp-1", False),
+    ({"groups": {"kube_control_plane": ["cp-1"]}, "ansible_skip_tags": ["cluster"]}, "cp-1", False),
+    ({"groups": {"kube_control_plane": ["cp-1"]}, "ansible_run_tags": ["driver"]}, "cp-1", True),
+])
+def test_site_asks_the_cluster_which_nodes_serve_unless_told_not_to(variables, host, asks):
+    given = dict({"ansible_run_tags": ["all"], "ansible_skip_tags": []}, **variables)
+    assert rendered(NODE_PLAY, NODE_PLAY["vars"]["__gpufleet_api_host"], **given) == host
+    block = task(NODE_PLAY, "Read which GPU nodes serve in the cluster")
+    given["__gpufleet_api_host"] = host
+    assert holds(NODE_PLAY, block["when"], **dict(given, **block["vars"])) is asks
+
+
+@pytest.mark.parametrize("states,state,reason", [
+    (None, "unknown", ""),
+    ({}, "unknown", ""),
+    ({"gpu-a": {"state": "serving", "reason": "its Node gpu-a is schedulable (not cordoned)"}},
+     "serving", "its Node gpu-a is schedulable (not cordoned)"),
+    ({"gpu-b": {"state": "drained", "reason": "x"}}, "unknown", ""),
+])
+def test_site_hands_gpu_driver_what_the_cluster_said_of_the_node(states, state, reason):
+    include = task(NODE_PLAY, "Install and pin the NVIDIA driver")
+    given = {"inventory_hostname": "gpu-a"}
+    if states is not None:
+        given["__gpufleet_node_states"] = states
+    given.update(include["vars"])
+    assert rendered(NODE_PLAY, include["vars"]["gpu_driver_node_state"], **given) == state
+    assert rendered(NODE_PLAY, include["vars"]["gpu_driver_node_state_reason"], **given) == reason
+
+
+def cordon_run(unschedulable, cordon_result, marker=None):
+    """The facts the play sets for a node read with spec.unschedulable (and the collection's cordon marker), then
+    the cordon task's result."""
+    metadata = {"name": "gpu-a"}
+    if marker:
+        metadata["annotations"] = {"gpufleet.nvidia.com/cordoned-by": json.dumps(marker)}
+    before = {"resources": [{"metadata": metadata, "spec": {"unschedulable": True} if unschedulable else {}}]}
+    remember = task(UPGRADE, "Remember whether the node was cordoned before this run")
+    facts = dict((name, rendered(UPGRADE, value, gpufleet_upgrade_before=before, gpufleet_rolling_playbook="upgrade_driver",
+                                 **remember["vars"]))
+                 for name, value in remember["ansible.builtin.set_fact"].items())
     cordon = task(UPGRADE, "Cordon the node")
-    runs = holds(UPGRADE, cordon["when"], gpufleet_upgrade_was_cordoned=was)
+    runs = holds(UPGRADE, cordon["when"], **facts)
     result = cordon_result if runs else {"changed": False, "skipped": True}
     ours = rendered(UPGRADE, task(UPGRADE, "Remember whether this run cordoned the node")
-                    ["ansible.builtin.set_fact"]["gpufleet_upgrade_cordoned"], gpufleet_upgrade_cordon=result)
-    return was, runs, ours
+                    ["ansible.builtin.set_fact"]["gpufleet_upgrade_cordoned"], gpufleet_upgrade_cordon=result, **facts)
+    return facts["gpufleet_upgrade_was_cordoned"], runs, ours
 
 
-@pytest.mark.parametrize("unschedulable,cordon_result,cordons,uncordons", [
-    (False, {"changed": True, "result": "node gpu-a marked unschedulable."}, True, True),
-    (True, None, False, False),
-    # Cordoned by someone else between the read and the cordon: k8s_drain changes nothing, nor do we.
-    (False, {"changed": False, "result": "node gpu-a already marked unschedulable."}, True, False),
+@pytest.mark.parametrize("unschedulable,marker,cordon_result,was,cordons,uncordons", [
+    (False, None, {"changed": True}, False, True, True),
+    (True, None, None, True, False, False),
+    # Cordoned by an earlier run of this playbook that stopped: this run's to finish and uncordon.
+    (True, {"playbook": "upgrade_driver", "reason": "The driver is changed"}, None, False, False, True),
+    # Cordoned by another of the collection's playbooks: its cordon stays.
+    (True, {"playbook": "mig", "reason": "The MIG layout is changed"}, None, True, False, False),
+    # A mark left on a node uncordoned by hand: cordoned again, and uncordoned.
+    (False, {"playbook": "upgrade_driver"}, {"changed": True}, False, True, True),
 ])
-def test_only_a_node_this_run_cordoned_is_uncordoned(unschedulable, cordon_result, cordons, uncordons):
-    was, runs, ours = cordon_run(unschedulable, cordon_result)
-    assert (was, runs, ours) == (unschedulable, cordons, uncordons)
+def test_only_a_node_this_run_cordoned_is_uncordoned(unschedulable, marker, cordon_result, was, cordons, uncordons):
+    assert cordon_run(unschedulable, cordon_result, marker) == (was, cordons, uncordons)
+    cordon = task(UPGRADE, "Cordon the node")["kubernetes.core.k8s"]
+    # One write: the cordon and the collection's mark, naming the playbook and why.
+    assert (cordon["state"], cordon["merge_type"], cordon["definition"]["spec"]) == ("patched", "merge", {"unschedulable": True})
+    mark = json.loads(rendered(UPGRADE, cordon["definition"]["metadata"]["annotations"]["gpufleet.nvidia.com/cordoned-by"],
+                               gpufleet_rolling_playbook="upgrade_driver", gpufleet_rolling_change="The driver"))
+    assert (mark["playbook"], mark["reason"]) == ("upgrade_driver", "The driver is changed")
     uncordon = task(UPGRADE, "Uncordon the node this run cordoned")
     patch = uncordon["kubernetes.core.k8s"]
-    # upgrade_driver.yml removes no annotation with it: an empty object in a merge patch changes none.
+    # The uncordon takes the collection's mark off in the same write, and no other annotation.
     assert (patch["state"], patch["merge_type"], patch["definition"]["spec"]) == ("patched", "merge", {"unschedulable": False})
-    assert rendered(UPGRADE, patch["definition"]["metadata"]["annotations"]) == {}
+    assert rendered(UPGRADE, patch["definition"]["metadata"]["annotations"]) == {"gpufleet.nvidia.com/cordoned-by": None}
     # A Node deleted since it was Ready: state patched only warns, and the uncordon fails as k8s_drain's did.
     gone = {"changed": False, "warnings": ["resource 'kind=Node,name=gpu-a' was not found but will not be created as "
                                            "'state' parameter has been set to 'patched'"]}
     assert holds(UPGRADE, uncordon["failed_when"], gpufleet_upgrade_uncordon=gone)
     assert not holds(UPGRADE, uncordon["failed_when"], gpufleet_upgrade_uncordon={"changed": True, "result": {}})
     assert holds(UPGRADE, uncordon["failed_when"], gpufleet_upgrade_uncordon={"failed": True, "msg": "Forbidden"})
+    ours = cordon_run(unschedulable, cordon_result, marker)[2]
     assert holds(UPGRADE, uncordon["when"], gpufleet_upgrade_cordoned=ours) is uncordons
     said = task(UPGRADE, "Say that the node stays cordoned, as it was before this run")
     assert holds(UPGRADE, said["when"], gpufleet_upgrade_cordoned=ours) is not uncordons
@@ -632,7 +684,8 @@ def test_the_move_is_said_done_in_the_write_that_uncordons_the_node(cordoned):
     patch = uncordon["kubernetes.core.k8s"]["definition"]
     given = imported_vars(PATH_MOVE, "tasks/return_node.yml")
     assert patch["spec"] == {"unschedulable": False}
-    assert rendered(PATH_MOVE, patch["metadata"]["annotations"], **given) == {"gpufleet.nvidia.com/gpu-path-move": None}
+    assert rendered(PATH_MOVE, patch["metadata"]["annotations"], **given) == {"gpufleet.nvidia.com/gpu-path-move": None,
+                                                                             "gpufleet.nvidia.com/cordoned-by": None}
     assert holds(PATH_MOVE, uncordon["when"], gpufleet_upgrade_cordoned=cordoned) is cordoned
     # A node the move found cordoned stays so, and loses the annotation by a write of its own.
     done = task(PATH_MOVE, "Say the move is done")
