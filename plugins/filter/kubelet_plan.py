@@ -1051,7 +1051,9 @@ def kubelet_registration_taints(version, argv=(), files=(), config_files=None, o
     Returns ``{"taints": [specs], "source": where the list was set or None, "later": [{"path",
     "taints"}] for the drop-ins that kubelet reads after ``own_dropin`` and that set the list
     (they replace the role's), "replacing": the paths of those whose list lacks one of ``wanted``
-    (gpu_kubelet_taints), "errors": [sentences]}``.
+    (gpu_kubelet_taints), "inert": [{"path", "taints"}] for the files that set the list while
+    ``--register-with-taints`` is on the command line (the flag wins: kubelet ignores their list),
+    "errors": [sentences]}``.
     """
     parsed = _parse_version(version)
     if parsed is None:
@@ -1066,7 +1068,8 @@ def kubelet_registration_taints(version, argv=(), files=(), config_files=None, o
     dropins = sorted((path for path, dummy in read
                       if config_dir and path != config and str(path).startswith(str(config_dir).rstrip("/") + "/")
                       and str(path).endswith(".conf")), key=_path_key)
-    found = {"taints": [], "source": None, "later": [], "replacing": [], "errors": []}
+    found = {"taints": [], "source": None, "later": [], "replacing": [], "inert": [], "errors": []}
+    set_in = []
     for path in ([config] if config and config in by_path else []) + dropins:
         try:
             data = yaml.safe_load(by_path[path] or "") or {}
@@ -1094,6 +1097,8 @@ def kubelet_registration_taints(version, argv=(), files=(), config_files=None, o
         if own_dropin and path != config and _path_key(path) > _path_key(own_dropin):
             found["later"].append({"path": path, "taints": taints})
         found["taints"], found["source"] = taints, path
+        if isinstance(data["registerWithTaints"], list):
+            set_in.append({"path": path, "taints": taints})
     for name, value in _flags(argv):
         if name != "register-with-taints":
             continue
@@ -1104,6 +1109,8 @@ def kubelet_registration_taints(version, argv=(), files=(), config_files=None, o
                 found["errors"].append("kubelet's flag --register-with-taints=%s has %r, which kubelet %s refuses: %s"
                                        % (value, spec, version, problem))
         found["taints"], found["source"], found["later"] = specs, "the flag --register-with-taints", []
+        # kubelet's flags win over its configuration file and drop-ins: their lists are inert.
+        found["inert"] = set_in
     wanted = [str(spec).strip() for spec in wanted or []]
     found["replacing"] = [entry["path"] for entry in found["later"]
                           if any(spec not in entry["taints"] for spec in wanted)]

@@ -513,6 +513,54 @@ def nvidia_runtime_config_set(text, settings):
     return result
 
 
+# ---------------------------------------------------------------- a lost connection or a refusal
+
+# What Ansible's connection plugins say when the node stopped answering (ssh's own words, and
+# ansible-core's for a send that failed), as opposed to what a runtime says when it refuses its
+# configuration. Only a task's own message and a module's stderr are read: a command's stdout and
+# stderr are the runtime's words (`ctr: ... connection refused` is containerd down, not the node).
+_CONNECTION_LOST = re.compile(
+    r"Failed to connect to the host via|Data could not be sent to remote host|Shared connection to \S+ closed"
+    r"|Connection to \S+ closed by remote host|Connection (?:reset|timed out|closed) by|mux_client_\w+: read"
+    r"|kex_exchange_identification|Broken pipe|Connection timed out during banner exchange")
+
+
+def runtime_connection_lost(results, system_state=None):
+    """Why the restart of a runtime cannot be judged (the connection to the node was lost), or ''.
+
+    ``results``: the task results of the restart and its checks (one, or a list; undefined or
+    skipped ones may be left as {}); ``system_state``: systemd's SystemState afterwards, as
+    ``systemctl is-system-running`` or ``busctl get-property ... SystemState`` (``s "stopping"``) print
+    it (``stopping``: the node is shutting down, and took the runtime down with it), or the registered
+    result of that command. A refused configuration gives ''.
+    """
+    if isinstance(results, dict) or results is None:
+        results = [results]
+    for result in results:
+        if not isinstance(result, dict):
+            continue
+        msg = str(result.get("msg") or "")
+        if result.get("unreachable"):
+            return "the node could not be reached: %s" % (msg.strip() or "no answer")
+        if not result.get("failed"):
+            continue
+        for text in (msg, str(result.get("module_stderr") or "")):
+            found = _CONNECTION_LOST.search(text)
+            if found:
+                return "the connection to the node broke: %s" % found.group(0)
+        if msg.startswith("MODULE FAILURE") and result.get("rc") == 255:
+            return "the connection to the node broke (ssh exited 255)"
+    state = system_state
+    if isinstance(state, dict):
+        if state.get("unreachable"):
+            return "the node could not be reached: %s" % (str(state.get("msg") or "").strip() or "no answer")
+        state = state.get("stdout")
+    # as systemctl is-system-running prints it, or as busctl get-property does (s "stopping")
+    if isinstance(state, str) and re.sub(r'^s\s+"(.*)"$', r"\1", state.strip()) == "stopping":
+        return "the node is shutting down"
+    return ""
+
+
 class FilterModule:
     """Runtime configuration for the NVIDIA container runtime."""
 
@@ -531,4 +579,5 @@ class FilterModule:
             "crio_nvidia_dropin": crio_nvidia_dropin,
             "docker_daemon_config": docker_daemon_config,
             "nvidia_runtime_config_set": nvidia_runtime_config_set,
+            "runtime_connection_lost": runtime_connection_lost,
         }

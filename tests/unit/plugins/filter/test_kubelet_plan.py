@@ -950,7 +950,8 @@ def test_kubeadm_join_taints_are_kept_and_the_gpu_taint_added():
              '--register-with-taints=node-role.kubernetes.io/infra:NoSchedule,example.com/pool=ml:NoExecute"\n')
     found = registration("1.34.2", flags=flags)
     assert found == {"taints": ["node-role.kubernetes.io/infra:NoSchedule", "example.com/pool=ml:NoExecute"],
-                     "source": "the flag --register-with-taints", "later": [], "replacing": [], "errors": []}
+                     "source": "the flag --register-with-taints", "later": [], "replacing": [], "inert": [],
+                     "errors": []}
     assert taints_flag("1.34.2", found["taints"]) == [
         "--register-with-taints=node-role.kubernetes.io/infra:NoSchedule,example.com/pool=ml:NoExecute," + GPU_TAINT]
     # The role's flag comes last on the command line and wins, so it carries them all: a setting kubelet
@@ -978,13 +979,50 @@ def test_configuration_file_and_drop_ins_replace_the_list_whole():
                 "registerWithTaints:\n- key: example.com/b\n  effect: NoExecute\n- {key: c, value: '', effect: NoSchedule}\n")
     found = registration(config=config, dropins=[user], default_kubelet=CONFIG_DIR_ARGS)
     assert found == {"taints": ["example.com/b:NoExecute", "c:NoSchedule"],
-                     "source": "/etc/kubernetes/kubelet.conf.d/50-user.conf", "later": [], "replacing": [], "errors": []}
+                     "source": "/etc/kubernetes/kubelet.conf.d/50-user.conf", "later": [], "replacing": [], "inert": [],
+                     "errors": []}
     # Without --config-dir kubelet reads no drop-in.
     assert registration(config=config, dropins=[user])["taints"] == ["example.com/a=x:NoSchedule"]
     # The flag wins over both.
     found = registration(config=config, dropins=[user], default_kubelet=CONFIG_DIR_ARGS,
                          flags='KUBELET_KUBEADM_ARGS="--register-with-taints=d:NoSchedule"\n')
     assert found["taints"] == ["d:NoSchedule"]
+
+
+KUBEADM_TAINT_FLAG = 'KUBELET_KUBEADM_ARGS="--register-with-taints=node-role.kubernetes.io/infra:NoSchedule"\n'
+
+
+def test_a_users_list_beside_the_flag_is_inert_and_named():
+    # kubelet's --register-with-taints (kubeadm's) wins: the lists in its configuration file and
+    # drop-ins have no effect, and the role names them.
+    config = CONFIG_TEXT + "registerWithTaints:\n- {key: example.com/a, value: x, effect: NoSchedule}\n"
+    user = text("/etc/kubernetes/kubelet.conf.d/50-user.conf", "registerWithTaints:\n- {key: example.com/b, effect: NoExecute}\n")
+    other = text("/etc/kubernetes/kubelet.conf.d/60-other.conf", "maxPods: 150\n")
+    found = registration(config=config, dropins=[user, other], default_kubelet=CONFIG_DIR_ARGS, flags=KUBEADM_TAINT_FLAG)
+    assert found["taints"] == ["node-role.kubernetes.io/infra:NoSchedule"]
+    assert found["inert"] == [{"path": CONFIG_PATH, "taints": ["example.com/a=x:NoSchedule"]},
+                              {"path": "/etc/kubernetes/kubelet.conf.d/50-user.conf", "taints": ["example.com/b:NoExecute"]}]
+    # An empty list is a list too; null, which only removes one, is no user's list.
+    user = text(user["path"], "registerWithTaints: []\n")
+    null = text("/etc/kubernetes/kubelet.conf.d/70-null.conf", "registerWithTaints: null\n")
+    found = registration(dropins=[user, null], default_kubelet=CONFIG_DIR_ARGS, flags=KUBEADM_TAINT_FLAG)
+    assert found["inert"] == [{"path": user["path"], "taints": []}]
+
+
+@pytest.mark.parametrize("flags,dropins", [
+    # no flag: the files' lists are what kubelet registers with
+    ("", ["registerWithTaints:\n- {key: example.com/b, effect: NoExecute}\n"]),
+    # the flag, and no file that sets the list
+    (KUBEADM_TAINT_FLAG, ["maxPods: 150\n"]),
+])
+def test_nothing_is_inert_without_both_the_flag_and_a_list(flags, dropins):
+    files = [text("/etc/kubernetes/kubelet.conf.d/5%d-user.conf" % index, content) for index, content in enumerate(dropins)]
+    assert registration(config=CONFIG_TEXT, dropins=files, default_kubelet=CONFIG_DIR_ARGS, flags=flags)["inert"] == []
+
+
+def test_the_roles_own_drop_in_is_never_inert():
+    own = text(OWN_DROPIN, '{"registerWithTaints": [{"key": "old", "effect": "NoSchedule"}]}')
+    assert registration(dropins=[own], default_kubelet=CONFIG_DIR_ARGS, flags=KUBEADM_TAINT_FLAG)["inert"] == []
 
 
 @pytest.mark.parametrize("version,taints", [("1.32.0", []), ("1.37.0", []), ("1.31.4", ["example.com/a=x:NoSchedule"])])

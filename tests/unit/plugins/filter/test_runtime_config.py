@@ -1093,3 +1093,63 @@ def test_version_mismatches_refused(schema, files, words):
     with pytest.raises(AnsibleFilterError) as caught:
         rc.containerd_nvidia_dropin(dump, settings(), schema, files)
     assert words in str(caught.value)
+
+
+# ---------------------------------------------------------------- a lost connection or a refusal
+
+# What ansible-core 2.21 registered for `systemd_service: state=restarted` (ignore_unreachable) when
+# the unit's start killed the node's sshd, the connection of the run (molecule verify's cut).
+CUT_DURING_RESTART = {
+    "changed": False, "exception": "(traceback unavailable)", "failed": False, "unreachable": True,
+    "msg": 'Task failed: Data could not be sent to remote host "ctk-debian12". Make sure this host can be reached over ssh:'}
+# containerd refusing its configuration, as the role's tasks report it.
+REFUSED_RESTART = {
+    "changed": False, "failed": True,
+    "msg": "Unable to restart service containerd: Job for containerd.service failed because the control process exited "
+           "with error code.\nSee \"systemctl status containerd.service\" and \"journalctl -xeu containerd.service\" "
+           "for details.\n"}
+NOT_SETTLED = {"changed": False, "failed": True, "msg": "containerd did not stay up: it is failed (failed, result exit-code)",
+               "state": {"ActiveState": "failed"}, "journal": ["... level=fatal msg=\"not a valid logrus Level\""]}
+# containerd down, not the node: ctr's "connection refused" is the runtime's socket.
+CTR_DOWN = {"changed": False, "failed": True, "rc": 1, "cmd": ["ctr", "plugins", "ls"], "msg": "non-zero return code",
+            "stdout": "", "stderr": 'ctr: failed to dial "/run/containerd/containerd.sock": connection error: desc = '
+                                    '"transport: error while dialing: dial unix /run/containerd/containerd.sock: connect: '
+                                    'connection refused"'}
+SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False", "false_condition": "x"}
+
+
+@pytest.mark.parametrize("results,words", [
+    (CUT_DURING_RESTART, "the node could not be reached: Task failed: Data could not be sent to remote host"),
+    ([SKIPPED, {}, CUT_DURING_RESTART], "the node could not be reached"),
+    ({"failed": True, "msg": "Failed to connect to the host via ssh: ssh: connect to host gpu1 port 22: Connection refused",
+      "unreachable": False}, "the connection to the node broke: Failed to connect to the host via"),
+    ({"failed": True, "msg": "MODULE FAILURE: No start of json char found\nSee stdout/stderr for the exact error",
+      "module_stderr": "Shared connection to gpu1 closed.\r\n", "rc": 255}, "the connection to the node broke: Shared connection to gpu1 closed"),
+    ({"failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "module_stderr": "", "rc": 255},
+     "the connection to the node broke (ssh exited 255)"),
+])
+def test_a_lost_connection_is_told(results, words):
+    assert rc.runtime_connection_lost(results).startswith(words)
+
+
+@pytest.mark.parametrize("results", [
+    REFUSED_RESTART, NOT_SETTLED, CTR_DOWN, [SKIPPED, NOT_SETTLED], [], None, [None, "text"],
+    # a module's own failure, not the connection's
+    {"failed": True, "msg": "MODULE FAILURE\nSee stdout/stderr for the exact error", "module_stderr": "Traceback ...", "rc": 1},
+])
+def test_a_refused_configuration_is_no_lost_connection(results):
+    assert rc.runtime_connection_lost(results) == ""
+    assert rc.runtime_connection_lost(results, {"changed": False, "rc": 0, "stdout": "running"}) == ""
+    assert rc.runtime_connection_lost(results, "degraded") == ""
+    assert rc.runtime_connection_lost(results, {"rc": 0, "stdout": 's "running"'}) == ""
+
+
+@pytest.mark.parametrize("state,words", [
+    ({"rc": 1, "stdout": "stopping\n"}, "the node is shutting down"),
+    ({"rc": 0, "stdout": 's "stopping"\n'}, "the node is shutting down"),
+    ("stopping", "the node is shutting down"),
+    ({"unreachable": True, "msg": "Failed to connect to the host via ssh: Connection timed out"}, "the node could not be reached"),
+])
+def test_a_node_going_down_is_a_lost_connection(state, words):
+    # containerd stopped because the node shuts down: the check saw it before the connection went.
+    assert rc.runtime_connection_lost(NOT_SETTLED, state).startswith(words)
