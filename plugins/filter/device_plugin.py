@@ -397,6 +397,28 @@ def device_plugin_check(nodes, hosts, configs, default_config="default", dra_lab
     return rows
 
 
+def device_plugin_check_failure(rows, waited):
+    """The rows of device_plugin_check -> why the check fails, in words; empty when it does not.
+
+    A node that advertises less than its hardware gives (or whose label names no config) was waited
+    for ``waited`` seconds, and is said so. A host without a Node was not waited for (the role's wait
+    leaves ``missing`` rows out: waiting does not bring a deleted Node back): it is named with what was
+    seen, its Node not in the cluster, and no wait is claimed for it. Rows that are ``ok``,
+    ``unhealthy`` (named in the report) or ``excluded`` are no failure."""
+    rows = list(rows or [])
+    failing = [row for row in rows if not (row.get("ok") or row.get("unhealthy") or row.get("excluded"))]
+    short = [row for row in failing if not row.get("missing")]
+    missing = [row for row in failing if row.get("missing")]
+    parts = []
+    if short:
+        parts.append("%d of %d GPU nodes do not advertise their GPUs after %s s: %s" % (
+            len(short), len(rows), waited, "; ".join("%s: %s" % (row.get("node"), row.get("message")) for row in short)))
+    if missing:
+        parts.append("%d of %d GPU hosts have no Node in the cluster as last read, so they were not waited for: %s" % (
+            len(missing), len(rows), "; ".join("%s: %s" % (row.get("host"), row.get("message")) for row in missing)))
+    return ". ".join(parts)
+
+
 # Problems after which NVIDIA's plugin advertises fewer GPUs: a lost GPU, and the XIDs its health
 # checker marks devices unhealthy on. A pending row remap or an unfinished fabric leaves every GPU
 # advertised, so a shortfall there is still the plugin's fault.
@@ -725,6 +747,7 @@ class FilterModule(object):
             "device_plugin_config": device_plugin_config,
             "device_plugin_needs_sys_admin": device_plugin_needs_sys_admin,
             "device_plugin_check": device_plugin_check,
+            "device_plugin_check_failure": device_plugin_check_failure,
             "fleet_nodes": fleet_nodes,
             "limit_pattern": limit_pattern,
             "drain_leftovers": drain_leftovers,

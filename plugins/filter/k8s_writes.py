@@ -157,9 +157,9 @@ def _label(result):
 
 def k8s_writes(results):
     """The results of a kubernetes.core.k8s loop over object definitions -> {done, conflicts, failed}:
-    ``done`` the objects written (``changed`` or not), ``conflicts`` those another field manager holds
-    a field of ({object, item, managers, fields, message, advice: what each manager is and the way
-    out that fits it}), ``failed`` the others that failed
+    ``done`` the objects written ({object, changed, attempts}), ``conflicts`` those another field
+    manager holds a field of ({object, item, managers, fields, message, advice: what each manager is
+    and the way out that fits it}), ``failed`` the others that failed
     ({object, code, reason, message, attempts}), each named as Kind namespace/name."""
     summary = {"done": [], "conflicts": [], "failed": []}
     for result in results or []:
@@ -168,7 +168,8 @@ def k8s_writes(results):
         error = k8s_error(result)
         name = _label(result)
         if error is None:
-            summary["done"].append({"object": name, "changed": bool(result.get("changed"))})
+            summary["done"].append({"object": name, "changed": bool(result.get("changed")),
+                                    "attempts": result.get("attempts") or 1})
         elif error["code"] == 409 and error["managers"]:
             summary["conflicts"].append({"object": name, "item": result.get("item"), "managers": error["managers"],
                                          "fields": error["fields"], "message": error["message"],
@@ -199,6 +200,29 @@ def namespace_terminating(namespaces):
     return ""
 
 
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+
+def namespace_pod_security(namespaces, setting="the role's namespace setting"):
+    """Namespace objects (a k8s_info read) -> a sentence on the first one whose Pod Security admission
+    would refuse privileged pods (label pod-security.kubernetes.io/enforce other than "privileged":
+    "baseline" and "restricted" both forbid hostPath volumes, host namespaces and added capabilities),
+    with the fix; empty when none does. ``setting`` names the role's namespace variable. Only the
+    enforce label refuses pods; warn and audit only report, and a namespace without the label gets
+    the cluster's default level (the apiserver's AdmissionConfiguration), which no label shows."""
+    for namespace in namespaces or []:
+        meta = (namespace or {}).get("metadata") or {}
+        level = (meta.get("labels") or {}).get(POD_SECURITY_ENFORCE)
+        if level is None or level == "privileged":
+            continue
+        return ("namespace %s enforces Pod Security level %s (label %s=%s): Kubernetes refuses the pods of its "
+                "DaemonSet there, which need the privileged level (hostPath volumes). Label it privileged "
+                "(kubectl label --overwrite namespace %s %s=privileged) or give the role a namespace of its own "
+                "(%s), then run again" % (meta.get("name"), json.dumps(level), POD_SECURITY_ENFORCE, level,
+                                          meta.get("name"), POD_SECURITY_ENFORCE, setting))
+    return ""
+
+
 class FilterModule(object):
     """Filters over what kubernetes.core writes answered."""
 
@@ -208,5 +232,6 @@ class FilterModule(object):
             "k8s_object_name": k8s_object_name,
             "k8s_retryable": k8s_retryable,
             "k8s_writes": k8s_writes,
+            "namespace_pod_security": namespace_pod_security,
             "namespace_terminating": namespace_terminating,
         }

@@ -609,3 +609,24 @@ def test_a_daemonset_whose_selector_would_change_is_named():
     same_with_empty = {"metadata": same["metadata"], "spec": {"selector": selector}}
     assert dp.daemonset_selector_changes([same_with_empty], rendered) == []
     assert dp.daemonset_selector_changes([], rendered) == []
+
+
+def test_check_failure_names_a_node_not_in_the_cluster_without_claiming_a_wait():
+    hosts = [{"host": "dgx-01.example", "node": "dgx-01", "facts": eight(H100)},
+             {"host": "dgx-02.example", "node": "dgx-02", "facts": eight(H100)}]
+    # dgx-02's Node was deleted after its facts were read: the wait ends at its first look.
+    rows = dp.device_plugin_check([api_node("dgx-01", {"nvidia.com/gpu": "8"})], hosts, {"default": {}})
+    words = dp.device_plugin_check_failure(rows, 300)
+    assert words == ("1 of 2 GPU hosts have no Node in the cluster as last read, so they were not waited for: "
+                     "dgx-02.example: not in the cluster (no Node named dgx-02; if host dgx-02.example joined under "
+                     "another name, set gpufleet_node_name)")
+    assert "300" not in words and "advertise" not in words
+    # One node short (waited for) and one gone: each said as it was.
+    rows = dp.device_plugin_check([api_node("dgx-01", {"nvidia.com/gpu": "6"})], hosts, {"default": {}})
+    words = dp.device_plugin_check_failure(rows, 300)
+    assert words.startswith("1 of 2 GPU nodes do not advertise their GPUs after 300 s: dgx-01: advertises "
+                            "nvidia.com/gpu=6, its hardware gives 8 (8 GPUs). 1 of 2 GPU hosts have no Node")
+    # Nothing failing: no words.
+    rows = dp.device_plugin_check([api_node("dgx-01", {"nvidia.com/gpu": "8"}), api_node("dgx-02", {"nvidia.com/gpu": "8"})],
+                                  hosts, {"default": {}})
+    assert dp.device_plugin_check_failure(rows, 300) == ""

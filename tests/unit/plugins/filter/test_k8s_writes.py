@@ -98,8 +98,9 @@ def test_the_writes_are_sorted_into_done_conflicts_and_failed():
                failed(DAEMONSET, ERROR_500, "Internal Server Error", attempts=5),
                {"item": DAEMONSET, "skipped": True}]
     writes = kw.k8s_writes(results)
-    assert writes["done"] == [{"object": "RuntimeClass nvidia", "changed": True},
-                              {"object": "ConfigMap nvidia-device-plugin/nvidia-device-plugin-configs", "changed": False}]
+    assert writes["done"] == [{"object": "RuntimeClass nvidia", "changed": True, "attempts": 1},
+                              {"object": "ConfigMap nvidia-device-plugin/nvidia-device-plugin-configs", "changed": False,
+                               "attempts": 1}]
     assert writes["failed"] == [{"object": "DaemonSet nvidia-device-plugin/nvidia-device-plugin", "code": 500,
                                  "reason": "InternalError", "message": "etcdserver: request timed out", "attempts": 5}]
     assert writes["conflicts"] == []
@@ -160,3 +161,28 @@ def test_a_namespace_being_deleted_is_named_with_what_holds_it():
 def test_objects_are_named_kind_namespace_name():
     assert kw.k8s_object_name(DAEMONSET) == "DaemonSet nvidia-device-plugin/nvidia-device-plugin"
     assert kw.k8s_object_name(RUNTIMECLASS) == "RuntimeClass nvidia"
+
+
+def labelled(name, labels):
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
+
+
+@pytest.mark.parametrize("labels, level", [
+    ({"pod-security.kubernetes.io/enforce": "restricted"}, "restricted"),
+    ({"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "privileged"}, "baseline"),
+    ({"pod-security.kubernetes.io/enforce": "privileged"}, None),
+    # warn and audit only report; without the enforce label the cluster's default applies, which no label shows
+    ({"pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/audit": "restricted"}, None),
+    ({}, None),
+])
+def test_a_namespace_whose_pod_security_refuses_the_plugin_is_named_with_the_fix(labels, level):
+    words = kw.namespace_pod_security([labelled("nvidia-device-plugin", labels)], "gpu_device_plugin_namespace")
+    if level is None:
+        assert words == ""
+        return
+    assert words.startswith('namespace nvidia-device-plugin enforces Pod Security level "%s" '
+                            "(label pod-security.kubernetes.io/enforce=%s): Kubernetes refuses the pods" % (level, level))
+    assert ("kubectl label --overwrite namespace nvidia-device-plugin pod-security.kubernetes.io/enforce=privileged"
+            in words)
+    assert "(gpu_device_plugin_namespace)" in words
+    assert kw.namespace_pod_security([]) == "" and kw.namespace_pod_security(None) == ""
