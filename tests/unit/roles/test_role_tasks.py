@@ -186,3 +186,125 @@ def test_gpu_driver_never_holds_packages_that_disagree(packages, refused):
     if refused:
         assert templar.template(report["ansible.builtin.debug"]["msg"]).endswith(
             "libcuda1 535.216.01-1~deb12u1): this run installs them all at 535.261.03 before holding them.")
+
+
+def block_task(role, tasks_file, name):
+    """A task inside the one block of a task file, with the block's condition."""
+    blocks = [t for t in load_yaml(LOADER, os.path.join(ROLES, role, "tasks", tasks_file)) if "block" in t]
+    assert len(blocks) == 1
+    found = [t for t in blocks[0]["block"] if t.get("name") == name]
+    assert len(found) == 1, "no single task named %r in %s's block" % (name, tasks_file)
+    return blocks[0], found[0]
+
+
+WRITE_500 = {"failed": True,
+             "msg": ('Failed to apply object: b\'{"kind":"Status","apiVersion":"v1","status":"Failure",'
+                     '"message":"etcdserver: request timed out","reason":"InternalError","code":500}\'')}
+
+
+@pytest.mark.parametrize("failed, conflicts, force, applies", [
+    ([], [], False, True),
+    # An object before it failed (an outage longer than the retries): nothing after it is written.
+    ([{"object": "RuntimeClass nvidia"}], [], False, False),
+    ([{"object": "RuntimeClass nvidia"}], [], True, False),
+    # Another manager holds a field of an object before it: stop, unless the role takes it over.
+    ([], [{"object": "Namespace nvidia-device-plugin"}], False, False),
+    ([], [{"object": "Namespace nvidia-device-plugin"}], True, True),
+])
+def test_gpu_device_plugin_writes_nothing_after_an_object_that_was_not_applied(failed, conflicts, force, applies):
+    block, dummy = block_task("gpu_device_plugin", "write_object.yml", "Apply the object")
+    variables = {"gpu_device_plugin_force_conflicts": force,
+                 "__gpu_device_plugin_writes": {"done": [], "conflicts": conflicts, "failed": failed, "forced": []}}
+    templar = Templar(loader=LOADER, variables=variables)
+    assert evaluate_conditional(templar, block["when"]) is applies
+    # write.yml hands every object to write_object.yml, one at a time, in order.
+    loop = load_yaml(LOADER, os.path.join(ROLES, "gpu_device_plugin", "tasks", "write.yml"))
+    assert [t["ansible.builtin.include_tasks"] for t in loop] == ["write_object.yml"]
+
+
+@pytest.mark.parametrize("result, started_ago, seconds, again", [
+    (WRITE_500, 1, 20, True),
+    (WRITE_500, 21, 20, False),
+    # 0: one try only
+    (WRITE_500, 0, 0, False),
+    ({"changed": True, "result": {}, "method": "apply"}, 0, 20, False),
+    # a refusal is never tried again
+    ({"failed": True, "msg": "Failed to apply object: b'{\"kind\":\"Status\",\"code\":422,\"reason\":\"Invalid\"}'"}, 0, 20, False),
+])
+def test_gpu_device_plugin_tries_an_object_again_for_the_seconds_asked(result, started_ago, seconds, again):
+    import time
+    dummy, task = block_task("gpu_device_plugin", "write_object.yml", "Apply the object")
+    variables = {"gpu_device_plugin_api_retry_seconds": seconds, "__gpu_device_plugin_applied": result,
+                 "__gpu_device_plugin_first_try": time.time() - started_ago}
+    templar = Templar(loader=LOADER, variables=variables)
+    assert evaluate_conditional(templar, task["until"]) is not again
+    # 2 s apart, the count never ends the tries before the seconds do (which would fail the task).
+    assert task["delay"] == 2
+    assert int(templar.template(task["retries"])) * task["delay"] >= seconds + task["delay"]
+
+
+@pytest.mark.parametrize("role, value, error", [
+    ("gpu_device_plugin", 20, None),
+    ("gpu_device_plugin", 0, None),
+    ("gpu_device_plugin", 601, "gpu_device_plugin_api_retry_seconds is 601; give how long"),
+    ("gpu_device_plugin", -1, "gpu_device_plugin_api_retry_seconds is -1; give how long"),
+    ("gpu_device_plugin", "soon", 'gpu_device_plugin_api_retry_seconds is "soon"; give how long'),
+    ("gpu_dra_driver", 600, None),
+    ("gpu_dra_driver", 1.5, "gpu_dra_driver_api_retry_seconds is 1.5; give how long"),
+])
+def test_api_retry_seconds_are_checked_before_any_change(role, value, error):
+    task, variables = role_task(role, "preflight.yml", "Check the settings")
+    variables.update(task["vars"])
+    variables.update({role + "_api_retry_seconds": value, role + "_hosts": [], "hostvars": {}})
+    errors = Templar(loader=LOADER, variables=variables).template(task["vars"]["__%s_errors" % role])
+    retry_errors = [e for e in errors if e.startswith(role + "_api_retr")]
+    if error is None:
+        assert retry_errors == []
+    else:
+        assert len(retry_errors) == 1 and retry_errors[0].startswith(error), errors
+        assert retry_errors[0].endswith("in whole seconds from 0 to 600")
+    # The count of tries this setting replaced is refused, not silently left unread.
+    variables.update({role + "_api_retry_seconds": 20, role + "_api_retries": 1})
+    errors = Templar(loader=LOADER, variables=variables).template(task["vars"]["__%s_errors" % role])
+    assert [e for e in errors if e.startswith(role + "_api_retr")] == [
+        "%s_api_retries is 1, a count of tries the role no longer reads; set %s_api_retry_seconds (how long the tries "
+        "go on; default 20) and remove it" % (role, role)]
+
+
+# The input checks are one task: a passing run prints none of their texts, a failing one names every bad value.
+@pytest.mark.parametrize("given,errors", [
+    ({}, []),
+    ({"gpu_container_toolkit_version": "1.17", "gpu_container_toolkit_settle_seconds": -1},
+     ['gpu_container_toolkit_version must be an upstream version such as "1.17.8" (no packaging suffix), got "1.17"',
+      "gpu_container_toolkit_settle_seconds must be 0 or more, got -1"]),
+    ({"__gpu_container_toolkit_arch": ""},
+     ["Architecture x86_64 has no NVIDIA container toolkit packages (x86_64 and aarch64 do)"]),
+])
+def test_container_toolkit_input_checks_say_only_what_failed(given, errors):
+    check, variables = role_task("gpu_container_toolkit", "preflight.yml", "Check the input values")
+    variables.update({"ansible_facts": {"architecture": "x86_64"}, "__gpu_container_toolkit_arch": "amd64",
+                      "__gpu_container_toolkit_known_runtimes": {"containerd": {}, "docker": {}, "crio": {}}})
+    variables.update(given)
+    variables.update(check["vars"])
+    found = Templar(loader=LOADER, variables=variables).template(check["vars"]["__errors"])
+    assert found == errors
+    assert "loop" not in check and "loop_control" not in check
+    assert evaluate_conditional(Templar(loader=LOADER, variables=dict(variables, __errors=found)),
+                                check["ansible.builtin.assert"]["that"]) is (not errors)
+
+
+@pytest.mark.parametrize("given,error", [
+    ({}, None),
+    ({"__gpu_driver_requested_branch": "535", "__gpu_driver_requested_version": "550.163.01"},
+     'gpu_driver_version "550.163.01" is not in gpu_driver_branch "535"'),
+    ({"__gpu_driver_requested_branch": "5x5"}, 'gpu_driver_branch must be a three-digit branch such as "550", got "5x5"'),
+])
+def test_gpu_driver_input_checks_say_only_what_failed(given, error):
+    check, variables = role_task("gpu_driver", "preflight.yml", "Check the input values")
+    variables.update({"ansible_facts": {"distribution": "Debian"}, "__gpu_driver_requested_branch": "",
+                      "__gpu_driver_requested_version": "", "__gpu_driver_requested_fm_version": "",
+                      "__gpu_driver_fm_mode": "auto"})
+    variables.update(given)
+    variables.update(check["vars"])
+    found = Templar(loader=LOADER, variables=variables).template(check["vars"]["__errors"])
+    assert found == ([error] if error else [])

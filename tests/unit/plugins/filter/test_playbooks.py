@@ -201,10 +201,11 @@ def test_site_gates_health_after_the_labels_and_before_the_device_plugin():
                                         HEALTH["GPU nodes - NVIDIA inventory for health gating"]])
 def test_settings_are_checked_before_the_facts_and_any_change(facts_play):
     names = [t["name"] for t in facts_play["tasks"]]
-    assert names[-2:] == ["Check the health gating settings before any change", "Gather the NVIDIA inventory"]
+    assert names[-3:] == ["Check the health gating settings before any change", "Gather the NVIDIA inventory",
+                          "Choose the host the cluster part runs on"]
     # site.yml checks the roles' boolean settings first (test_booleans.py).
-    assert names[:-2] in ([], ["Check the roles' boolean settings before any change"])
-    check = facts_play["tasks"][-2]
+    assert names[:-3] in ([], ["Check the roles' boolean settings before any change"])
+    check = facts_play["tasks"][-3]
     assert check["run_once"] is True
     assert task(facts_play, "Gather the NVIDIA inventory")["register"] == "__gpufleet_nvml_run"
     variables = dict(check["vars"], gpufleet_health_taint="maybe")
@@ -348,14 +349,13 @@ NODE_PLAY = SITE["GPU nodes - driver, container toolkit and kubelet"]
 
 
 @pytest.mark.parametrize("variables,host,asks", [
-    ({"groups": {"kube_control_plane": ["cp-1"]}}, "cp-1", True),
-    ({"groups": {"kube_control_plane": ["cp-1"]}, "gpufleet_kube_api_host": "api"}, "api", True),
-    # No API host anywhere: the cluster cannot be asked.
-    ({"groups": {}}, "", False),
+    ({"hostvars": {"localhost": {"gpufleet_api_host": "cp-1"}}}, "cp-1", True),
+    # No API host chosen (the facts play did not run): the cluster cannot be asked.
+    ({"hostvars": {"localhost": {}}}, "", False),
     # --tags node needs no cluster; --skip-tags cluster leaves it out.
-    ({"groups": {"kube_control_plane": ["cp-1"]}, "ansible_run_tags": ["node"]}, "cp-1", False),
-    ({"groups": {"kube_control_plane": ["cp-1"]}, "ansible_skip_tags": ["cluster"]}, "cp-1", False),
-    ({"groups": {"kube_control_plane": ["cp-1"]}, "ansible_run_tags": ["driver"]}, "cp-1", True),
+    ({"hostvars": {"localhost": {"gpufleet_api_host": "cp-1"}}, "ansible_run_tags": ["node"]}, "cp-1", False),
+    ({"hostvars": {"localhost": {"gpufleet_api_host": "cp-1"}}, "ansible_skip_tags": ["cluster"]}, "cp-1", False),
+    ({"hostvars": {"localhost": {"gpufleet_api_host": "cp-1"}}, "ansible_run_tags": ["driver"]}, "cp-1", True),
 ])
 def test_site_asks_the_cluster_which_nodes_serve_unless_told_not_to(variables, host, asks):
     given = dict({"ansible_run_tags": ["all"], "ansible_skip_tags": []}, **variables)
@@ -864,3 +864,44 @@ def test_mig_refuses_a_node_on_the_dra_path_whose_layout_changes(groups, slices,
         assert message.startswith("No node was changed: dra-a is on the DRA path " + words)
     names = [t.get("name") for t in MIG_CHECK["tasks"]]
     assert names.index("Plan the node's MIG layout") < names.index(read["name"]) < names.index(check["name"])
+
+
+# One rule for the API host in every playbook: gpufleet_kube_api_host wherever the inventory sets it (group_vars
+# too), else kube_control_plane's first host, else localhost.
+API_HOST_TASK = load_yaml(LOADER, os.path.join(COLLECTION, "playbooks", "tasks", "api_host.yml"))[0]
+
+
+@pytest.mark.parametrize("variables,chosen", [
+    ({"gpufleet_kube_api_host": "api-1", "groups": {"kube_control_plane": ["cp-1"]}}, "api-1"),
+    ({"groups": {"kube_control_plane": ["cp-1", "cp-2"]}}, "cp-1"),
+    # Neither: the rolling playbooks' fallback (localhost), else none.
+    ({"groups": {"kube_control_plane": []}, "gpufleet_api_host_fallback": "localhost"}, "localhost"),
+    ({"groups": {}, "gpufleet_api_host_fallback": "localhost"}, "localhost"),
+    ({"groups": {}}, ""),
+    # The example inventory's own value, templated in group_vars/all.yml.
+    ({"gpufleet_kube_api_host": "", "groups": {"kube_control_plane": ["cp-1"]}}, "cp-1"),
+])
+def test_the_api_host_rule(variables, chosen):
+    fact = API_HOST_TASK["ansible.builtin.set_fact"]["gpufleet_api_host"]
+    assert Templar(loader=LOADER, variables=variables).template(fact).strip() == chosen
+    assert (API_HOST_TASK["delegate_to"], API_HOST_TASK["delegate_facts"], API_HOST_TASK["run_once"]) == ("localhost", True, True)
+
+
+@pytest.mark.parametrize("name", ["site.yml", "health.yml", "mig.yml"])
+def test_every_cluster_play_runs_on_the_host_the_first_play_chose(name):
+    plays = playbook(name)
+    first = plays[0]
+    assert any(t.get("ansible.builtin.import_tasks") == "tasks/api_host.yml" for t in all_tasks(first["tasks"]))
+    cluster = [play for play in plays if "gpufleet_api_host" in str(play["hosts"])]
+    assert cluster, "no play of %s runs on the chosen API host" % name
+    for play in cluster:
+        # A play's hosts: sees the fact kept on localhost, not the inventory's group_vars.
+        hosts = Templar(loader=LOADER, variables={"hostvars": {"localhost": {"gpufleet_api_host": "cp-9"}}}).template(
+            play["hosts"])
+        assert hosts == "cp-9"
+        # None chosen (no API host, or the first play had no host under --limit): as before, -e or the pattern.
+        for chosen, extra, pattern in (("", {}, "kube_control_plane[0]"), (None, {"gpufleet_kube_api_host": "api"}, "api")):
+            variables = dict({"hostvars": {"localhost": {} if chosen is None else {"gpufleet_api_host": chosen}}}, **extra)
+            assert Templar(loader=LOADER, variables=variables).template(play["hosts"]) == pattern
+    assert not [play["name"] for play in plays if "gpufleet_kube_api_host | default('kube_control_plane[0]')" in str(play["hosts"])
+                and "gpufleet_api_host" not in str(play["hosts"])]
