@@ -482,6 +482,16 @@ def driver_held_packages(selections):
     return held
 
 
+def dpkg_audit_packages(audit):
+    """The packages ``dpkg --audit`` names (its lines that start with a space), in its order; its whole text when it
+    names none, so that a message always says what dpkg found."""
+    names = [line.split()[0] for line in str(audit or "").splitlines() if line.startswith(" ") and line.strip()]
+    if names:
+        return list(dict.fromkeys(names))
+    text = " ".join(str(audit or "").split())
+    return [text] if text else []
+
+
 def driver_staying_version(specs, branch_packages):
     """The driver version a run keeps: the upstream version every ``name=version``
     request of a package matching the regex ``branch_packages`` asks for exactly
@@ -772,6 +782,7 @@ class FilterModule(object):
             "driver_end_of_life_summary": driver_end_of_life_summary,
             "driver_reboot_reasons": driver_reboot_reasons,
             "driver_disruption": driver_disruption,
+            "dpkg_audit_packages": dpkg_audit_packages,
             "driver_install_specs": driver_install_specs,
             "driver_version_mix": driver_version_mix,
             "openpgp_fingerprints": openpgp_fingerprints,

@@ -308,3 +308,17 @@ def test_gpu_driver_input_checks_say_only_what_failed(given, error):
     variables.update(check["vars"])
     found = Templar(loader=LOADER, variables=variables).template(check["vars"]["__errors"])
     assert found == ([error] if error else [])
+
+
+def test_a_failed_driver_install_holds_again_every_package_held_before():
+    # apt moves held packages under allow_change_held_packages; one dpkg then leaves half-configured keeps the
+    # selection install unless the rescue holds again all that was held, not only what the install was to replace.
+    blocks = [t for t in load_yaml(LOADER, os.path.join(ROLES, "gpu_driver", "tasks", "install.yml")) if "rescue" in t]
+    rehold = [t for t in blocks[0]["rescue"] if t.get("name") == "Hold again what was held before the install"][0]
+    variables = dict(blocks[0]["vars"], __gpu_driver_held={"libnvidia-ml1": "535.261.03-1~deb12u1",
+                                                           "nvidia-smi": "535.261.03-1~deb12u1"},
+                     __gpu_driver_install_specs=["nvidia-smi=535.999.01-*", "libnvidia-ml1=535.999.01-*"],
+                     __gpu_driver_fm_packages={"own_version": []}, __gpu_driver_fm=False)
+    held = Templar(loader=LOADER, variables=variables).template(rehold["loop"])
+    assert sorted(held) == ["libnvidia-ml1", "nvidia-smi"]
+    assert rehold["ansible.builtin.dpkg_selections"]["selection"] == "hold"

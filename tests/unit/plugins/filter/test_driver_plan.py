@@ -882,3 +882,27 @@ def test_driver_disruption_epochs_and_version_mix():
 def test_driver_disruption_refuses_an_unknown_node_state():
     with pytest.raises(AnsibleFilterError, match="gpu_driver_node_state must be one of unknown, serving, drained, got 'busy'"):
         plan.driver_disruption([], {}, DEBIAN_BRANCH_PACKAGES, {}, "busy")
+
+
+# dpkg --audit of Debian 12's dpkg 1.21 after an install cut off mid-configure (disk full under /var/lib/dpkg).
+DPKG_AUDIT = """\
+The following packages are only half configured, probably due to problems
+configuring them the first time.  The configuration should be retried using
+dpkg --configure <package> or the configure menu option in dselect:
+ libnvidia-ml1        NVIDIA Management Library (NVML) runtime library
+ nvidia-smi           NVIDIA System Management Interface
+
+The following packages have been unpacked but not yet configured.
+They must be configured using dpkg --configure or the configure
+menu option in dselect for them to work:
+ libcuda1:amd64       NVIDIA CUDA Driver Library
+"""
+
+
+@pytest.mark.parametrize("audit, names", [
+    (DPKG_AUDIT, ["libnvidia-ml1", "nvidia-smi", "libcuda1:amd64"]),
+    ("", []),
+    ("dpkg: some odd answer\\n", ["dpkg: some odd answer\\n"]),
+])
+def test_dpkg_audit_packages(audit, names):
+    assert plan.FilterModule().filters()["dpkg_audit_packages"](audit) == names
