@@ -684,6 +684,20 @@ def daemonset_rolled_out(daemonset):
             and status.get("numberUnavailable", 0) == 0)
 
 
+def daemonset_warnings(events, most=3):
+    """A DaemonSet's Warning events as 'Reason (N times): message', the latest first, at most ``most`` distinct."""
+    def when(event):
+        return str(event.get("lastTimestamp") or event.get("eventTime") or "")
+    lines = []
+    for event in sorted(events or [], key=when, reverse=True):
+        count = event.get("count") or 1
+        line = "%s%s: %s" % (event.get("reason") or "Warning", " (%s times)" % count if count > 1 else "",
+                             " ".join(str(event.get("message") or "").split()))
+        if line not in lines:
+            lines.append(line)
+    return lines[:most]
+
+
 def daemonset_status_words(status):
     """A DaemonSet status in words: desired, updated, ready, available."""
     status = status or {}
@@ -755,5 +769,6 @@ class FilterModule(object):
             "daemonset_selector_changes": daemonset_selector_changes,
             "daemonset_rolled_out": daemonset_rolled_out,
             "daemonset_status_words": daemonset_status_words,
+            "daemonset_warnings": daemonset_warnings,
             "pods_not_ready": pods_not_ready,
         }

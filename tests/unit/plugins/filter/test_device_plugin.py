@@ -630,3 +630,18 @@ def test_check_failure_names_a_node_not_in_the_cluster_without_claiming_a_wait()
     rows = dp.device_plugin_check([api_node("dgx-01", {"nvidia.com/gpu": "8"}), api_node("dgx-02", {"nvidia.com/gpu": "8"})],
                                   hosts, {"default": {}})
     assert dp.device_plugin_check_failure(rows, 300) == ""
+
+
+# The DaemonSet controller's event when Pod Security admission refuses its pods (kube-controller-manager 1.37).
+FAILED_CREATE = {
+    "reason": "FailedCreate", "count": 14, "lastTimestamp": "2026-12-07T18:40:00Z",
+    "message": 'Error creating: pods "nvidia-device-plugin-x2k4f" is forbidden: violates PodSecurity "restricted:latest": '
+               'privileged (container "nvidia-device-plugin" must not set securityContext.privileged=true)'}
+
+
+def test_daemonset_warnings_latest_first_and_once_each():
+    older = dict(FAILED_CREATE, lastTimestamp="2026-12-07T18:00:00Z", count=1, reason="FailedCreate",
+                 message="Error creating: quota exceeded")
+    lines = dp.FilterModule().filters()["daemonset_warnings"]([older, FAILED_CREATE, dict(FAILED_CREATE)])
+    assert lines == ['FailedCreate (14 times): ' + FAILED_CREATE["message"], "FailedCreate: Error creating: quota exceeded"]
+    assert dp.FilterModule().filters()["daemonset_warnings"]([]) == []
