@@ -228,12 +228,14 @@ lint: venv collections docs-check playbooks-check
 # The documentation site (scripts/docs-build.sh): antsibull-docs and Sphinx in .venvs/docs build every
 # module, filter and role page from the collection's own documentation, and the guides of
 # docs/docsite, into .build/docs/html. make docs first rewrites the playbook guide from the
-# playbooks' header comments; docs-check (part of lint) fails when that page is stale.
-docs: docs-venv collections
+# playbooks' header comments; docs-check (part of lint) fails when that page is stale. Both need
+# only the docs venv: no root, no podman, not .venv or .collections (docs-build.sh links this
+# checkout into a collections folder of its own).
+docs: docs-venv
 	python3 scripts/playbook-docs.py --write
 	$(MAKE) --no-print-directory docs-site
 
-docs-site: docs-venv collections
+docs-site: docs-venv
 	PATH=$(DOCS_VENV)/bin:$$PATH scripts/docs-build.sh $(DOCS_OUT)
 
 docs-check:
@@ -244,7 +246,7 @@ docs-check:
 # documentation; ansible-doc answers for every module, filter and role (and marks the internal
 # filters); Galaxy's importer accepts the built tarball; headless Chromium shows the front page
 # and a role page.
-docs-test: docs-check docs-site
+docs-test: docs-check docs-site collections
 	PATH=$(DOCS_VENV)/bin:$$PATH antsibull-docs lint-collection-docs --plugin-docs --validate-collection-refs self .
 	PATH=$(DOCS_VENV)/bin:$$PATH $(DOCS_VENV)/bin/python tests/docs/ansible_doc_check.py
 	PATH=$(DOCS_VENV)/bin:$$PATH tests/docs/galaxy-import.sh $(CURDIR)/.build/galaxy-import
@@ -252,10 +254,16 @@ docs-test: docs-check docs-site
 
 docs-venv: $(DOCS_VENV)/.installed
 
+# The docs venv's Python, 3.13 or newer (Sphinx 9.2 needs it): Debian 13's from make pythons when
+# it is there (as make test has it), else pyenv's or the system's 3.13. Not a prerequisite on
+# `pythons`, which needs root and podman to take Debian 13's out of the test image.
+DOCS_PYTHON ?= $(firstword $(wildcard $(PYTHON_DEBIAN13) $(shell pyenv root 2>/dev/null)/versions/3.13.*/bin/python3.13 /usr/bin/python3.13))
+
 # antsibull-docs, Sphinx and galaxy-importer, pinned by constraints-docs.txt, apart from .venv:
 # antsibull-docs pins docutils and galaxy-importer attrs to versions the test tools do not accept.
-$(DOCS_VENV)/.installed: requirements-docs.txt constraints-docs.txt $(PYTHONS)/.installed | $(UV)
-	$(call make_venv,$(DOCS_VENV),-r requirements-docs.txt -c constraints-docs.txt,$(PYTHON_DEBIAN13))
+$(DOCS_VENV)/.installed: requirements-docs.txt constraints-docs.txt | $(UV)
+	@test -n "$(DOCS_PYTHON)" || { echo "No Python 3.13 found for the docs venv (Sphinx 9.2 needs 3.13 or newer): set DOCS_PYTHON=/path/to/python3.13, or run make pythons (root and podman) for Debian 13's" >&2; exit 1; }
+	$(call make_venv,$(DOCS_VENV),-r requirements-docs.txt -c constraints-docs.txt,$(DOCS_PYTHON))
 
 # The example inventory parses and every playbook passes a syntax check with it.
 playbooks-check: venv collections

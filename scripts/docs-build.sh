@@ -5,14 +5,19 @@
 # Sphinx turns them into HTML with warnings as errors (nitpicky: every reference must resolve),
 # and scripts/docs-links.py checks every relative link and anchor of the built pages.
 #   scripts/docs-build.sh OUT_DIR
-# Needs the docs venv's bin/ on PATH (antsibull-docs, sphinx-build) and ANSIBLE_COLLECTIONS_PATH
-# holding this checkout as ansible_collections/gpufleet/nvidia (make collections).
+# Needs the docs venv's bin/ on PATH (antsibull-docs, sphinx-build). The collection documented is
+# this checkout, linked as ansible_collections/gpufleet/nvidia into OUT_DIR/collections, the only
+# folder of ANSIBLE_COLLECTIONS_PATH here: its documentation needs no other collection, so the site
+# needs neither make collections nor another gpufleet.nvidia installed elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/docs-build.sh OUT_DIR}
 
 rm -rf "$out"
-mkdir -p "$out"
+mkdir -p "$out/collections/ansible_collections/gpufleet"
+out=$(cd "$out" && pwd)
+ln -s "$PWD" "$out/collections/ansible_collections/gpufleet/nvidia"
+export ANSIBLE_COLLECTIONS_PATH="$out/collections"
 # antsibull-docs writes only into a folder that no one else may write to.
 install -d -m 700 "$out/rst" "$out/rst/collection"
 
@@ -20,6 +25,29 @@ start=$(date +%s)
 antsibull-docs --config-file docs/site/antsibull-docs.cfg collection \
     --use-current --squash-hierarchy --fail-on-error \
     --dest-dir "$out/rst/collection" gpufleet.nvidia
+# The role index first, before the plugin index: antsibull-docs puts the roles last, after every
+# module and every filter, the roles' internal ones included.
+python3 - "$out/rst/collection/index.rst" <<'PY'
+import re
+import sys
+
+path = sys.argv[1]
+with open(path, encoding="utf-8") as handle:
+    text = handle.read()
+plugins = ".. _plugin_index_for_gpufleet.nvidia:\n"
+roles = ".. _role_plugins_in_gpufleet.nvidia:\n"
+start = text.find(roles)
+# The role index must be the page's last section, after the plugin index, for this move to be whole.
+if text.count(plugins) != 1 or text.count(roles) != 1 or start < text.index(plugins) \
+        or re.search(r"^\.\. _", text[start + len(roles):], re.M):
+    sys.exit("%s: antsibull-docs no longer ends its collection index with the role index after "
+             "the plugin index; change the move in scripts/docs-build.sh" % path)
+role_index = text[start:].rstrip("\n") + "\n\n"
+text = text[:start].rstrip("\n") + "\n"
+at = text.index(plugins)
+with open(path, "w", encoding="utf-8") as handle:
+    handle.write(text[:at] + role_index + text[at:])
+PY
 cp docs/site/index.rst "$out/rst/index.rst"
 # The changelog page: antsibull-changelog's CHANGELOG.rst, as released.
 cp CHANGELOG.rst "$out/rst/changelog.rst"
