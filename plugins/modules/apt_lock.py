@@ -15,14 +15,15 @@ description:
     C(/var/lib/dpkg/lock), C(/var/lib/apt/lists/lock), C(/var/cache/apt/archives/lock)), and names each holder by
     its process id and command (C(unattended-upgr), C(apt-get), C(packagekitd)).
   - With O(timeout) above 0, waits until no lock is held, looking every O(interval) seconds, and fails naming the
-    holders when they still hold a lock after O(timeout) seconds.
+    holders when they still hold a lock after O(timeout) seconds. With O(timeout=0) it looks once and only says who
+    holds what.
   - Changes nothing. Only locks that processes of the target's own PID namespace hold are seen, as C(/proc/locks)
     shows them.
 author:
   - gpufleet.nvidia contributors (@gpufleet)
 options:
   timeout:
-    description: Seconds to wait for the locks to be free; 0 only looks.
+    description: Seconds to wait for the locks to be free; 0 only looks, and never fails for a lock held.
     type: int
     default: 0
   interval:
@@ -177,7 +178,7 @@ def main():
         first, last, waited = wait(module.params["paths"], module.params["timeout"], module.params["interval"])
     except OSError as err:
         module.fail_json(msg="apt_lock: cannot read /proc/locks: %s" % err)
-    if last:
+    if last and module.params["timeout"] > 0:
         module.fail_json(msg="apt's lock is still held after %s s: %s" % (waited, words(last)),
                          holders=first, still=last, waited=waited)
     module.exit_json(changed=False, holders=first, waited=waited)

@@ -90,6 +90,15 @@ def test_module_looks_once_with_no_timeout(tmp_path, capsys):
     lock.write_text("")
     result = run(apt_lock, {"paths": [str(lock)]}, capsys)
     assert (result["rc_exit"], result["holders"], result["waited"]) == (0, [], 0.0)
+    # Held: named, and no failure - the role says who holds it before it waits.
+    child = holder(lock, 30)
+    try:
+        result = run(apt_lock, {"paths": [str(lock)]}, capsys)
+    finally:
+        child.kill()
+        child.wait()
+    assert result["rc_exit"] == 0 and result.get("failed") is not True
+    assert [h["pid"] for h in result["holders"]] == [child.pid] and result["waited"] == 0.0
 
 
 @pytest.mark.parametrize("args", [{"timeout": -1}, {"interval": 0}])
