@@ -691,8 +691,11 @@ def daemonset_warnings(events, most=3):
     lines = []
     for event in sorted(events or [], key=when, reverse=True):
         count = event.get("count") or 1
-        line = "%s%s: %s" % (event.get("reason") or "Warning", " (%s times)" % count if count > 1 else "",
-                             " ".join(str(event.get("message") or "").split()))
+        # The event recorder's prefix when it folded similar events into one says nothing of the cause.
+        message = " ".join(str(event.get("message") or "").split())
+        message = message[len("(combined from similar events): "):] if message.startswith(
+            "(combined from similar events): ") else message
+        line = "%s%s: %s" % (event.get("reason") or "Warning", " (%s times)" % count if count > 1 else "", message)
         if line not in lines:
             lines.append(line)
     return lines[:most]

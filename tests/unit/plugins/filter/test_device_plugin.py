@@ -645,3 +645,5 @@ def test_daemonset_warnings_latest_first_and_once_each():
     lines = dp.FilterModule().filters()["daemonset_warnings"]([older, FAILED_CREATE, dict(FAILED_CREATE)])
     assert lines == ['FailedCreate (14 times): ' + FAILED_CREATE["message"], "FailedCreate: Error creating: quota exceeded"]
     assert dp.FilterModule().filters()["daemonset_warnings"]([]) == []
+    folded = dict(FAILED_CREATE, message="(combined from similar events): " + FAILED_CREATE["message"])
+    assert dp.FilterModule().filters()["daemonset_warnings"]([folded]) == ['FailedCreate (14 times): ' + FAILED_CREATE["message"]]
