@@ -12,12 +12,15 @@ alone; the templates only lay it out.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.nvidia.plugins.filter import driver_plan as dp
 from ansible_collections.gpufleet.nvidia.plugins.filter import node_health as nh
+from ansible_collections.gpufleet.nvidia.plugins.filter import smoke_test as st
 from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import LABEL_PREFIX, node_labels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import STATES
 
@@ -68,6 +71,15 @@ _REPORT_VARS = {"device_plugin": "gpu_device_plugin_report", "smoke_test": "gpu_
                 "dra": "gpu_dra_driver_report"}
 # The resources through which the device plugin offers GPUs: whole GPUs (and their shared replicas) and MIG devices.
 _GPU_RESOURCE_RE = re.compile(r"^nvidia\.com/(gpu($|\.)|mig-)")
+# The troubleshooting guide (docs/docsite/rst/troubleshooting.rst) as the repository publishes it, and the
+# anchors of its two sections: what a node's state means, and what the roles (and this report) flag.
+TROUBLESHOOTING_URL = "https://github.com/gpufleet/nvidia/blob/main/docs/docsite/rst/troubleshooting.rst"
+TROUBLESHOOTING_SECTIONS = {"states": "troubleshooting-the-states-nvml-facts-reports",
+                            "roles": "troubleshooting-what-the-roles-say"}
+# The line of the Markdown file that says when it was written and what it holds, so that a run that finds the
+# same report keeps the file, and its time of writing, as they are.
+_WRITTEN_RE = re.compile(r"<!-- gpufleet\.nvidia\.report written=(\S+) digest=([0-9a-f]{64}) -->")
+_UTC_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 _ISO_TIME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2}(\.\d+)?)?(Z|[+-]00:?00)$")
 
 
@@ -352,6 +364,13 @@ def _row(node, value, cluster=None):
         "labels": labels,
         "labels_brief": _labels_brief(labels),
         "driver_drift": False,
+        "driver_basis": None,
+        "driver_expected": None,
+        "driver_drift_text": None,
+        "driver_branch": None,
+        "driver_end_of_life": None,
+        "cuda_shortfalls": [],
+        "links": {},
     }
     row["cluster"] = _cluster_row(node, facts, cluster or _cluster_context(None))
     return row
@@ -816,7 +835,127 @@ def _counted(counts, order, key):
     return [{key: name, "count": counts[name]} for name in order]
 
 
-def fleet_report(nodes, cluster=None):
+def _pins(pins):
+    """host -> (version, branch) the inventory pins (gpu_driver_version, gpu_driver_branch), '' for none."""
+    if pins is None:
+        return {}
+    if isinstance(pins, list) and all(isinstance(item, (list, tuple)) and len(item) == 3 for item in pins):
+        # [host, version, branch] triples, as zip gives them.
+        pins = dict((item[0], {"version": item[1], "branch": item[2]}) for item in pins)
+    if not isinstance(pins, dict):
+        raise AnsibleFilterError(
+            "fleet_report: pins must be a dict of host -> {version, branch} (gpu_driver_version, gpu_driver_branch), "
+            "or a list of [host, version, branch]; got %r" % (pins,))
+    out = {}
+    for host, pin in pins.items():
+        pin = pin or {}
+        if not isinstance(pin, dict):
+            raise AnsibleFilterError("fleet_report: the pin of %s must be {version, branch}, got %r" % (host, pin))
+        version = dp.driver_upstream(str(pin.get("version") or "").strip())
+        branch = str(pin.get("branch") or "").strip()
+        out[str(host)] = (version, branch)
+    return out
+
+
+def _drift(rows, pins):
+    """Each row's driver drift against its pin (gpu_driver_version, else gpu_driver_branch) and, for a row with no pin,
+    against the version most nodes run (the newest on a tie); and the summary's words for it."""
+    drivers = {}
+    for row in rows:
+        if row["driver_version"]:
+            drivers.setdefault(row["driver_version"], []).append(row["node"])
+    # Newest version first; the baseline is the version most nodes run (the newest on a tie).
+    versions = sorted(drivers, key=natural_key, reverse=True)
+    baseline = max(versions, key=lambda v: len(drivers[v])) if versions else None
+    # "most nodes" when one version leads, "newest" when the leaders tie.
+    leaders = [v for v in versions if len(drivers[v]) == len(drivers[baseline])] if versions else []
+    baseline_reason = "most nodes" if len(leaders) == 1 else "newest"
+    for row in rows:
+        version, branch = pins.get(row["node"], ("", ""))
+        running = row["driver_version"]
+        if version:
+            row["driver_basis"] = "version"
+            row["driver_expected"] = version
+            row["driver_drift"] = bool(running and running != version)
+            row["driver_drift_text"] = "pinned %s (gpu_driver_version)" % version
+        elif branch:
+            row["driver_basis"] = "branch"
+            row["driver_expected"] = branch
+            row["driver_drift"] = bool(running and dp.driver_branch_of(running) != branch)
+            row["driver_drift_text"] = "pinned branch %s (gpu_driver_branch)" % branch
+        else:
+            row["driver_basis"] = "majority"
+            row["driver_expected"] = baseline
+            row["driver_drift"] = bool(running and len(versions) > 1 and running != baseline)
+            row["driver_drift_text"] = "%s, %s (nothing pinned)" % (
+                baseline, "the version most nodes run" if baseline_reason == "most nodes"
+                else "the newest of the versions most nodes run")
+    # Counted over the nodes whose driver answered: the others have no version to measure.
+    pinned = [row["node"] for row in rows if row["driver_version"] and row["driver_basis"] != "majority"]
+    unpinned = [row["node"] for row in rows if row["driver_version"] and row["driver_basis"] == "majority"]
+    if pinned and unpinned:
+        basis, text = "mixed", "the inventory's pin on %s, the version most nodes run (%s) on %s with nothing pinned" % (
+            _plural(len(pinned), "node"), baseline or "none", _plural(len(unpinned), "node"))
+    elif pinned:
+        basis, text = "pinned", "each node's pin in the inventory (gpu_driver_version, else gpu_driver_branch)"
+    else:
+        basis, text = "majority", "the version most nodes run (%s, %s), nothing being pinned in the inventory" % (
+            baseline or "none", baseline_reason)
+    driver_versions = [
+        {"version": v, "count": len(drivers[v]), "nodes": drivers[v], "baseline": v == baseline} for v in versions
+    ]
+    return {
+        "driver_versions": driver_versions,
+        "driver_baseline": baseline,
+        "driver_baseline_reason": baseline_reason if versions else None,
+        "driver_drift": any(row["driver_drift"] for row in rows),
+        "driver_drift_nodes": [row["node"] for row in rows if row["driver_drift"]],
+        "driver_drift_basis": basis,
+        "driver_drift_basis_text": text,
+    }
+
+
+def _today(time):
+    """'2026-12-07T18:15:49Z' -> '2026-12-07'; the time must be ISO 8601 in UTC, to the second."""
+    if not isinstance(time, str) or not _UTC_RE.match(time):
+        raise AnsibleFilterError(
+            "fleet_report: time must be the time of writing, ISO 8601 in UTC (YYYY-MM-DDTHH:MM:SSZ), got %r" % (time,))
+    return time[:10]
+
+
+def _cuda_requirements(cuda):
+    """[{what, version}] of the CUDA versions the fleet must serve, from smoke-test stage-like dicts
+    ({name, image, require_cuda, require_variable}, filter stage_cuda_requirement); unknown ones left out."""
+    if cuda is None:
+        return []
+    if not isinstance(cuda, list) or not all(isinstance(item, dict) for item in cuda):
+        raise AnsibleFilterError(
+            "fleet_report: cuda must be a list of {name, image, require_cuda, require_variable}, got %r" % (cuda,))
+    wanted = []
+    for item in cuda:
+        version = st.stage_cuda_requirement(item)
+        if version:
+            what = " ".join(str(word) for word in (item.get("name"), item.get("image")) if word) or "the workload"
+            wanted.append({"what": what, "version": version})
+    return wanted
+
+
+def _end_of_life_branches(rows):
+    """[{branch, nodes}] of the branches past their end of life, oldest first."""
+    branches = {}
+    for row in rows:
+        if row["driver_end_of_life"]:
+            branches.setdefault(row["driver_branch"], []).append(row["node"])
+    return [{"branch": branch, "nodes": branches[branch]} for branch in sorted(branches, key=natural_key)]
+
+
+def _digest(report, layout):
+    text = json.dumps({"report": report, "layout": layout}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fleet_report(nodes, cluster=None, pins=None, lifecycle=None, cuda=None, time=None, previous=None, guide=None,
+                 layout=None):
     """Rows per node and the fleet summary, from ``{node: facts}``.
 
     Each value is ``ansible_facts['nvidia']``, the registered result of
@@ -827,12 +966,39 @@ def fleet_report(nodes, cluster=None):
     kubernetes.core.k8s_info result for kind Node), ``node_names`` (host ->
     Kubernetes node name), ``results`` (the text of the file site.yml keeps,
     see cluster_results) and ``results_file`` (its path, for messages).
+    ``pins``: host -> {version, branch}, its gpu_driver_version and
+    gpu_driver_branch (or [host, version, branch] triples); drift is measured against them, against the version most
+    nodes run only for a host with neither. ``lifecycle``: the gpu_driver role's
+    branch lifecycle table (filter driver_end_of_life), judged on the day of
+    ``time``. ``cuda``: the CUDA versions the drivers must serve, as smoke-test
+    stages (filter stage_cuda_requirement). ``time``: the time of writing (ISO
+    8601, UTC); ``previous``: the text of the Markdown report written before,
+    whose time of writing is kept when it holds the same report (``layout``
+    names the templates, so that another layout is another report). ``guide``:
+    the troubleshooting guide each flagged problem links to.
     """
     if not isinstance(nodes, dict):
         raise AnsibleFilterError(
             "fleet_report expects a dict of node name -> ansible_facts['nvidia'], got %s" % type(nodes).__name__)
     context = _cluster_context(cluster)
-    rows = [_row(str(node), nodes[node], context) for node in sorted(nodes, key=natural_key)]
+    pinned = _pins(pins)
+    today = _today(time) if time is not None or lifecycle is not None else None
+    wanted = _cuda_requirements(cuda)
+    guide = guide or TROUBLESHOOTING_URL
+    links = dict((name, "%s#%s" % (guide, anchor)) for name, anchor in TROUBLESHOOTING_SECTIONS.items())
+    rows = []
+    for node in sorted(nodes, key=natural_key):
+        row = _row(str(node), nodes[node], context)
+        facts = _facts_of(str(node), nodes[node])[0]
+        branch = dp.driver_branch_of(row["driver_version"])
+        row["driver_branch"] = branch
+        row["driver_end_of_life"] = (dp.driver_end_of_life(branch, lifecycle, today, facts) or None
+                                     if lifecycle and branch else None)
+        # Only the nodes whose driver says its CUDA version: the state of the others already says why it is unknown.
+        row["cuda_shortfalls"] = [
+            said.split(": ", 1)[1] for item in wanted if row["cuda_version"]
+            for said in st.cuda_shortfalls({str(node): facts}, item["version"], item["what"])]
+        rows.append(row)
 
     states = {}
     for row in rows:
@@ -848,28 +1014,26 @@ def fleet_report(nodes, cluster=None):
             models[group["model"]] = models.get(group["model"], 0) + group["count"]
     gpus_by_model = _counted(models, sorted(models, key=lambda m: (-models[m], natural_key(m))), "model")
 
-    drivers = {}
-    for row in rows:
-        if row["driver_version"]:
-            drivers.setdefault(row["driver_version"], []).append(row["node"])
-    # Newest version first; the baseline is the version most nodes run (the newest on a tie).
-    versions = sorted(drivers, key=natural_key, reverse=True)
-    baseline = max(versions, key=lambda v: len(drivers[v])) if versions else None
-    drift = len(versions) > 1
-    # "most nodes" when one version leads, "newest" when the leaders tie.
-    leaders = [v for v in versions if len(drivers[v]) == len(drivers[baseline])] if versions else []
-    baseline_reason = "most nodes" if len(leaders) == 1 else "newest"
-    driver_versions = [
-        {"version": v, "count": len(drivers[v]), "nodes": drivers[v], "baseline": v == baseline} for v in versions
-    ]
-    for row in rows:
-        row["driver_drift"] = bool(drift and row["driver_version"] and row["driver_version"] != baseline)
+    drift = _drift(rows, pinned)
 
     cudas = {}
     for row in rows:
         if row["cuda_version"]:
             cudas[row["cuda_version"]] = cudas.get(row["cuda_version"], 0) + 1
     cuda_versions = _counted(cudas, sorted(cudas, key=natural_key, reverse=True), "version")
+
+    for row in rows:
+        cluster_row = row["cluster"]
+        row["links"] = {
+            "state": links["states"] if row["severity"] in ("warn", "bad") else None,
+            "health": links["states"] if row["health"] or row["health_status"] == "unhealthy" else None,
+            "driver": links["roles"] if row["driver_drift"] or row["driver_end_of_life"] else None,
+            "cuda": links["roles"] if row["cuda_shortfalls"] else None,
+            "cluster": links["roles"] if "bad" in (cluster_row["advertises_severity"], cluster_row["smoke_severity"],
+                                                   cluster_row["dra_severity"], cluster_row["gating_severity"])
+            or "warn" in (cluster_row["advertises_severity"], cluster_row["smoke_severity"],
+                          cluster_row["dra_severity"]) else None,
+        }
 
     flagged = [row["node"] for row in rows if row["health"]]
     healths = {}
@@ -884,19 +1048,34 @@ def fleet_report(nodes, cluster=None):
         "nodes_ok": states.get("ok", 0),
         "nodes_by_state": nodes_by_state,
         "gpus_by_model": gpus_by_model,
-        "driver_versions": driver_versions,
-        "driver_baseline": baseline,
-        "driver_baseline_reason": baseline_reason if versions else None,
-        "driver_drift": drift,
         "cuda_versions": cuda_versions,
+        "cuda_required": wanted,
+        "cuda_shortfall_nodes": [row["node"] for row in rows if row["cuda_shortfalls"]],
+        "end_of_life": dp.driver_end_of_life_summary([(row["node"], row["driver_end_of_life"]) for row in rows]),
+        "end_of_life_nodes": [row["node"] for row in rows if row["driver_end_of_life"]],
+        "end_of_life_branches": _end_of_life_branches(rows),
         "nodes_with_health_flags": flagged,
         "health_flags": sum(len(row["health"]) for row in rows),
         "nodes_by_health": nodes_by_health,
         "unhealthy_nodes": [row["node"] for row in rows if row["health_status"] == "unhealthy"],
         "lost_gpus": sum(1 for row in rows for gpu in row["gpu_health"] if gpu["status"] == "lost"),
         "cluster": _cluster_summary(rows, context),
+        "troubleshooting": guide,
+        "troubleshooting_links": links,
     }
-    return {"summary": summary, "rows": rows}
+    summary.update(drift)
+    report = {"summary": summary, "rows": rows}
+    # The time of writing: this run's, unless the report written before holds the same report (then the file is
+    # left as it is, and says when it was written).
+    digest = _digest(report, layout)
+    found = _WRITTEN_RE.search(previous) if isinstance(previous, str) else None
+    written = found.group(1) if found and found.group(2) == digest and _UTC_RE.match(found.group(1)) else time
+    summary["written"] = written
+    summary["written_text"] = written.replace("T", " ").replace("Z", " UTC") if written else None
+    summary["digest"] = digest
+    # The day the lifecycle was judged on: the day of writing (a later day that judges the same keeps the file).
+    summary["end_of_life_judged"] = written[:10] if lifecycle and written else None
+    return report
 
 
 class FilterModule(object):

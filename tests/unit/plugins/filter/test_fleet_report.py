@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 
 import pytest
+import yaml
 
 from ansible.errors import AnsibleFilterError
 
@@ -27,6 +29,7 @@ A100_MIG_XML = "telegraf-a100-sxm4-80gb-mig-4x1g.20gb-driver-535.54.03-v12.xml"
 T4_XML = "telegraf-tesla-t4-aws-driver-515.105.01-v11.xml"
 A5000_PAIR_XML = "telegraf-2x-rtx-a5000-driver-590.44.01-v13.xml"
 A10G_XML = "telegraf-a10g-aws-passthrough-driver-515.105.01-v11.xml"
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 SSH_REFUSED = "Task failed: Failed to connect to the host via ssh: ssh: connect to host 10.0.0.9 port 22: Connection refused"
 
 
@@ -935,3 +938,148 @@ def test_what_an_ok_dra_node_publishes_is_counted_by_kind_and_model(publishes, s
         "message": "publishes ...", "publishes": publishes, "time": TIME}}}}
     row = fr.fleet_report({"gpu-a.example": copy.deepcopy(A5000_PAIR)}, cluster(None, results))["rows"][0]["cluster"]
     assert (row["path"], row["dra"], row["dra_severity"]) == ("dra", said, "ok")
+
+
+# ---- drift against the inventory's pins, end of life, CUDA, time of writing, troubleshooting -----------
+
+NOW = "2026-12-07T18:15:49Z"
+
+
+def lifecycle():
+    """The gpu_driver role's lifecycle table, as the report reads it."""
+    with open(os.path.join(REPO, "roles", "gpu_driver", "vars", "main.yml"), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)["__gpu_driver_branch_lifecycle"]
+
+
+def rollout():
+    """A half-done rollout to 590.48.01: one node upgraded, two still on 515.105.01."""
+    return {"a": copy.deepcopy(H100), "b": copy.deepcopy(T4), "c": copy.deepcopy(T4)}
+
+
+def test_drift_is_measured_against_each_hosts_pin_not_the_majority():
+    pins = dict((host, {"version": "590.48.01", "branch": "590"}) for host in ("a", "b", "c"))
+    report = fr.fleet_report(rollout(), pins=pins)
+    rows = rows_by_node(report)
+    # The upgraded node is where the inventory wants it; the two the rollout has not reached drift.
+    assert [row["node"] for row in report["rows"] if row["driver_drift"]] == ["b", "c"]
+    assert (rows["b"]["driver_basis"], rows["b"]["driver_expected"], rows["b"]["driver_drift_text"]) == (
+        "version", "590.48.01", "pinned 590.48.01 (gpu_driver_version)")
+    summary = report["summary"]
+    assert (summary["driver_drift"], summary["driver_drift_nodes"], summary["driver_drift_basis"]) == (
+        True, ["b", "c"], "pinned")
+    assert summary["driver_drift_basis_text"] == (
+        "each node's pin in the inventory (gpu_driver_version, else gpu_driver_branch)")
+
+
+def test_without_pins_drift_is_measured_against_the_majority_and_says_so():
+    report = fr.fleet_report(rollout(), pins={"a": {"version": "", "branch": ""}})
+    assert [row["node"] for row in report["rows"] if row["driver_drift"]] == ["a"]
+    assert rows_by_node(report)["a"]["driver_drift_text"] == "515.105.01, the version most nodes run (nothing pinned)"
+    assert report["summary"]["driver_drift_basis"] == "majority"
+    assert report["summary"]["driver_drift_basis_text"] == (
+        "the version most nodes run (515.105.01, most nodes), nothing being pinned in the inventory")
+
+
+@pytest.mark.parametrize("pin, drift", [
+    ({"branch": "515"}, False),
+    ({"branch": "590"}, True),
+    # A Debian version, as the role also takes it, is compared by its upstream part.
+    ({"version": "515.105.01"}, False),
+    ({"version": "1:515.105.01-1"}, False),
+    ({"version": "515.105.02", "branch": "515"}, True),
+])
+@pytest.mark.parametrize("shape", ["dict", "triples"])
+def test_a_host_pinned_by_branch_or_version(pin, drift, shape):
+    # As report.yml gives them: host, gpu_driver_version, gpu_driver_branch zipped, empty where not set.
+    pins = {"b": pin} if shape == "dict" else [["a", "", ""], ["b", pin.get("version", ""), pin.get("branch", "")]]
+    report = fr.fleet_report(rollout(), pins=pins)
+    rows = rows_by_node(report)
+    assert rows["b"]["driver_drift"] is drift
+    # a and c have no pin: measured against the version most nodes run.
+    assert (rows["a"]["driver_drift"], rows["c"]["driver_drift"]) == (True, False)
+    assert report["summary"]["driver_drift_basis"] == "mixed"
+    assert report["summary"]["driver_drift_basis_text"] == (
+        "the inventory's pin on 1 node, the version most nodes run (515.105.01) on 2 nodes with nothing pinned")
+
+
+def test_a_branch_past_its_end_of_life_is_flagged_with_the_roles_table():
+    report = fr.fleet_report({"a100": copy.deepcopy(A100_MIG), "ada": copy.deepcopy(RTX_4000_ADA),
+                              "t4": copy.deepcopy(T4), "off": copy.deepcopy(NOT_LOADED)},
+                             lifecycle=lifecycle(), time=NOW)
+    rows = rows_by_node(report)
+    assert rows["a100"]["driver_end_of_life"].startswith(
+        "Driver branch 535 (long-term support branch) reached its end of life in June 2026")
+    assert rows["t4"]["driver_end_of_life"].startswith("Driver branch 515 is past its end of life")
+    # 595 is supported to March 2027; a node without a driver has no branch to judge.
+    assert rows["ada"]["driver_end_of_life"] is None
+    assert rows["off"]["driver_end_of_life"] is None
+    summary = report["summary"]
+    assert summary["end_of_life_nodes"] == ["a100", "t4"]
+    assert summary["end_of_life_branches"] == [{"branch": "515", "nodes": ["t4"]}, {"branch": "535", "nodes": ["a100"]}]
+    assert [line.split(":")[0] for line in summary["end_of_life"]] == ["1 node (t4)", "1 node (a100)"]
+    assert summary["end_of_life_judged"] == "2026-12-07"
+    # Judged on the day of writing: in May 2026, 535 was still supported.
+    earlier = fr.fleet_report({"a100": copy.deepcopy(A100_MIG)}, lifecycle=lifecycle(), time="2026-05-04T08:00:00Z")
+    assert earlier["rows"][0]["driver_end_of_life"] is None
+
+
+def test_a_cuda_version_the_driver_cannot_serve_is_flagged():
+    cuda = [{"name": "nvidia-smi", "image": "nvcr.io/nvidia/cuda:12.2.2-base-ubuntu22.04", "require_cuda": "auto"},
+            {"name": "vector-add", "image": "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0",
+             "require_cuda": "auto"},
+            {"name": "trainer", "image": "registry.example/ml/trainer:2.3", "require_cuda": ""}]
+    report = fr.fleet_report({"a100": copy.deepcopy(A100_MIG), "h100": copy.deepcopy(H100), "t4": copy.deepcopy(T4),
+                              "off": copy.deepcopy(NOT_LOADED)}, cuda=cuda)
+    rows = rows_by_node(report)
+    assert rows["a100"]["cuda_shortfalls"] == [
+        "vector-add nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0 needs CUDA 12.5, driver 535.54.03 supports "
+        "CUDA 12.2"]
+    assert len(rows["t4"]["cuda_shortfalls"]) == 2
+    # The H100's driver serves CUDA 13.1; the node whose driver is not loaded says so in its state.
+    assert rows["h100"]["cuda_shortfalls"] == rows["off"]["cuda_shortfalls"] == []
+    summary = report["summary"]
+    assert summary["cuda_shortfall_nodes"] == ["a100", "t4"]
+    assert summary["cuda_required"] == [
+        {"what": "nvidia-smi nvcr.io/nvidia/cuda:12.2.2-base-ubuntu22.04", "version": "12.2"},
+        {"what": "vector-add nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0", "version": "12.5"}]
+
+
+def test_the_time_of_writing_is_kept_while_the_report_stays_the_same():
+    report = fr.fleet_report(rollout(), time=NOW)
+    assert (report["summary"]["written"], report["summary"]["written_text"]) == (NOW, "2026-12-07 18:15:49 UTC")
+    marker = "<!-- gpufleet.nvidia.report written=%s digest=%s -->" % (NOW, report["summary"]["digest"])
+    later = fr.fleet_report(rollout(), time="2026-12-08T09:00:00Z", previous="# GPU fleet report\n" + marker)
+    assert later["summary"]["written"] == NOW
+    changed = rollout()
+    del changed["c"]
+    moved = fr.fleet_report(changed, time="2026-12-08T09:00:00Z", previous=marker)
+    assert moved["summary"]["written"] == "2026-12-08T09:00:00Z"
+    assert fr.fleet_report(rollout())["summary"]["written"] is None
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"time": "2026-12-07 18:15"}, "time must be the time of writing"),
+    ({"lifecycle": {"535": {"designation": "long-term support branch", "end_of_life": "2026-06"}}},
+     "time must be the time of writing"),
+    ({"pins": ["a"]}, "pins must be a dict"),
+    ({"pins": {"a": "590"}}, "the pin of a must be"),
+    ({"cuda": "12.4"}, "cuda must be a list"),
+])
+def test_bad_report_options_are_refused(kwargs, words):
+    with pytest.raises(AnsibleFilterError, match=words):
+        fr.fleet_report(rollout(), **kwargs)
+
+
+def test_each_flagged_problem_links_to_the_troubleshooting_guide():
+    guide = "https://docs.example/gpufleet/troubleshooting.html"
+    report = fr.fleet_report({"a100": copy.deepcopy(A100_MIG), "h100": copy.deepcopy(H100), "t4": copy.deepcopy(T4),
+                              "gone": None}, pins={"t4": {"branch": "535"}}, guide=guide)
+    rows = rows_by_node(report)
+    states, roles = guide + "#troubleshooting-the-states-nvml-facts-reports", guide + "#troubleshooting-what-the-roles-say"
+    assert rows["a100"]["links"]["state"] == rows["a100"]["links"]["health"] == states
+    assert rows["gone"]["links"]["state"] == states
+    assert rows["t4"]["links"]["driver"] == roles
+    assert set(rows["h100"]["links"].values()) == {None}
+    assert report["summary"]["troubleshooting"] == guide
+    assert fr.fleet_report({})["summary"]["troubleshooting"] == fr.TROUBLESHOOTING_URL == (
+        "https://github.com/gpufleet/nvidia/blob/main/docs/docsite/rst/troubleshooting.rst")

@@ -299,8 +299,11 @@ def test_report_joins_facts_nodes_and_recorded_results(tmp_path):
              "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "1"},
                         "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}]}},
     }
+    hostvars["localhost"] = {}
     variables = {"hostvars": hostvars, "__gpufleet_report_hosts": ["gpu-a.example"], "__gpufleet_report_api_host": "cp-01",
-                 "gpufleet_report_dir": str(tmp_path)}
+                 "gpufleet_report_dir": str(tmp_path), "playbook_dir": os.path.join(COLLECTION, "playbooks"),
+                 "inventory_hostname": "localhost", "ansible_version": {"full": "2.21.5"},
+                 "__gpufleet_report_time": "2026-12-07T18:00:00Z"}
     report = rendered(REPORT_WRITE, compute["ansible.builtin.set_fact"]["gpufleet_report"], **variables)
     row = report["rows"][0]["cluster"]
     assert (row["node"], row["advertises"], row["smoke"], row["smoke_time"]) == (
@@ -887,7 +890,7 @@ def test_the_api_host_rule(variables, chosen):
     assert (API_HOST_TASK["delegate_to"], API_HOST_TASK["delegate_facts"], API_HOST_TASK["run_once"]) == ("localhost", True, True)
 
 
-@pytest.mark.parametrize("name", ["site.yml", "health.yml", "mig.yml"])
+@pytest.mark.parametrize("name", ["site.yml", "health.yml", "mig.yml", "report.yml"])
 def test_every_cluster_play_runs_on_the_host_the_first_play_chose(name):
     plays = playbook(name)
     first = plays[0]
