@@ -687,8 +687,8 @@ def test_the_move_is_said_done_in_the_write_that_uncordons_the_node(cordoned):
     patch = uncordon["kubernetes.core.k8s"]["definition"]
     given = imported_vars(PATH_MOVE, "tasks/return_node.yml")
     assert patch["spec"] == {"unschedulable": False}
-    assert rendered(PATH_MOVE, patch["metadata"]["annotations"], **given) == {"gpufleet.nvidia.com/gpu-path-move": None,
-                                                                             "gpufleet.nvidia.com/cordoned-by": None}
+    annotations = rendered(PATH_MOVE, patch["metadata"]["annotations"], **given)
+    assert annotations == {"gpufleet.nvidia.com/gpu-path-move": None, "gpufleet.nvidia.com/cordoned-by": None}
     assert holds(PATH_MOVE, uncordon["when"], gpufleet_upgrade_cordoned=cordoned) is cordoned
     # A node the move found cordoned stays so, and loses the annotation by a write of its own.
     done = task(PATH_MOVE, "Say the move is done")
