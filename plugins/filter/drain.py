@@ -181,8 +181,10 @@ def node_service_states(rows, nodes, pods=None):
     resources with at least metadata.name, metadata.annotations and spec.unschedulable); ``pods`` maps a Node's name
     to its Pod objects (read for the Nodes cordoned by their owner only). Returns ``{host: {'state', 'reason'}}``:
 
-    - ``drained``: no Node of that name yet (a new node), or a Node its owner cordoned (no collection marker) with no
-      pod left that a drain evicts (tasks/drain_node.yml's rule: DaemonSet, static and finished pods stay);
+    - ``unknown``: no Node of that name (a new node, or one that joined under another name): as where no cluster was
+      asked, a loaded driver is moved, or its node rebooted, only with gpu_driver_allow_disruption;
+    - ``drained``: a Node its owner cordoned (no collection marker) with no pod left that a drain evicts
+      (tasks/drain_node.yml's rule: DaemonSet, static and finished pods stay);
     - ``serving``: a schedulable Node; a cordoned one that still runs such pods (or whose pods were not read); a
       Node the collection's own playbooks cordoned (the marker names which): that cordon is theirs to undo.
     """
@@ -196,7 +198,10 @@ def node_service_states(rows, nodes, pods=None):
         name = row.get("node")
         node = by_name.get(name)
         if node is None:
-            states[row["host"]] = {"state": "drained", "reason": "the cluster has no Node %s yet" % name}
+            # A new node, or one that joined under another name (kubelet registers the lowercased hostname, a
+            # --hostname-override, a cloud's DNS name): not known to serve, not known to be drained either.
+            states[row["host"]] = {"state": "unknown", "reason": "the cluster has no Node named %s (a new node, or "
+                                   "gpufleet_node_name is not the name it joined under)" % name}
             continue
         marker = cordon_marker(node)
         cordoned = bool((node.get("spec") or {}).get("unschedulable"))

@@ -492,6 +492,21 @@ def dpkg_audit_packages(audit):
     return [text] if text else []
 
 
+# dpkg's states of a package an install left unfinished (dpkg-query(1): Status is "want eflag status").
+DPKG_UNFINISHED = ("half-installed", "unpacked", "half-configured", "triggers-awaited", "triggers-pending")
+
+
+def dpkg_unfinished_packages(selections):
+    """The packages ``dpkg-query --show --showformat='${binary:Package} ${Version} ${Status}\\n'`` shows unfinished:
+    in a state an install left half done, or marked reinstreq."""
+    names = []
+    for line in str(selections or "").splitlines():
+        fields = line.split()
+        if len(fields) == 5 and (fields[3] == "reinstreq" or fields[4] in DPKG_UNFINISHED):
+            names.append(fields[0])
+    return names
+
+
 def driver_staying_version(specs, branch_packages):
     """The driver version a run keeps: the upstream version every ``name=version``
     request of a package matching the regex ``branch_packages`` asks for exactly
@@ -568,7 +583,8 @@ def driver_reboot_reasons(facts, nouveau_loaded=False, module_changed=False, ker
 NODE_STATES = ("unknown", "serving", "drained")
 
 
-def driver_disruption(specs, installed, branch_packages, facts, node_state="unknown", allow=False):
+def driver_disruption(specs, installed, branch_packages, facts, node_state="unknown", allow=False,
+                      installed_branches=None, branch=""):
     """What a gpu_driver run would disrupt on a node, and whether it may.
 
     ``specs`` are the run's apt requests (driver_install_specs), ``installed`` package_facts' packages,
@@ -577,8 +593,12 @@ def driver_disruption(specs, installed, branch_packages, facts, node_state="unkn
     and ``allow`` gpu_driver_allow_disruption. Returns:
 
     - ``moves``: 'name installed -> requested' for each installed driver package the run would move to another
-      version (a package requested at the version it has, or not installed yet, moves nothing);
-    - ``loaded``: whether a driver runs (nvml_facts reports its version, or a module that differs from the libraries);
+      version (a package requested at the version it has, or not installed yet, moves nothing), and the branch
+      change when ``installed_branches`` (the branches of the driver's packages installed) are not ``branch``: where
+      the branch is in the packages' names (Ubuntu's nvidia-utils-570-server, NVIDIA's cuda-drivers-580) the new
+      branch's packages are other packages, which no version comparison sees;
+    - ``loaded``: whether a driver runs (nvml_facts reports its version, a loaded kernel module, or a module that
+      differs from the libraries, also when NVML itself fails);
     - ``change_allowed``: whether the run may move a loaded driver: on a drained node, or, where the cluster was not
       asked, with gpu_driver_allow_disruption; never on a serving node. A node without a loaded driver may always
       get its packages (nothing runs on them);
@@ -596,8 +616,12 @@ def driver_disruption(specs, installed, branch_packages, facts, node_state="unkn
         version = _installed_version(installed, name)
         if version and not fnmatch.fnmatchcase(version.split(":", 1)[-1], requested.split(":", 1)[-1]):
             moves.append("%s %s -> %s" % (name, version, requested))
+    installed_branches = [str(b) for b in installed_branches or [] if b]
+    if installed_branches and installed_branches != [str(branch)]:
+        moves.append("driver branch %s -> %s" % (", ".join(installed_branches), branch))
     facts = facts or {}
-    loaded = bool(facts.get("driver_version")) or facts.get("state") in ("ok", "driver_mismatch")
+    loaded = bool(facts.get("driver_loaded") or facts.get("driver_version") or facts.get("kernel_module_version")
+                  or facts.get("kmd_version")) or facts.get("state") in ("ok", "driver_mismatch")
     allow = bool(allow)
     if node_state == "serving":
         change_allowed = reboot_allowed = False
@@ -783,6 +807,7 @@ class FilterModule(object):
             "driver_reboot_reasons": driver_reboot_reasons,
             "driver_disruption": driver_disruption,
             "dpkg_audit_packages": dpkg_audit_packages,
+            "dpkg_unfinished_packages": dpkg_unfinished_packages,
             "driver_install_specs": driver_install_specs,
             "driver_version_mix": driver_version_mix,
             "openpgp_fingerprints": openpgp_fingerprints,

@@ -209,7 +209,7 @@ MARKER = json.dumps({"playbook": "upgrade_driver", "reason": "The driver is chan
 
 
 @pytest.mark.parametrize("node, pods, state, words", [
-    (None, None, "drained", "the cluster has no Node gpu-a yet"),
+    (None, None, "unknown", "the cluster has no Node named gpu-a (a new node, or gpufleet_node_name"),
     (_node("gpu-a"), None, "serving", "is schedulable"),
     (_node("gpu-a", unschedulable=False), None, "serving", "is schedulable"),
     # A marker on a schedulable node (uncordoned by hand): it serves.

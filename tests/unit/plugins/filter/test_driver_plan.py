@@ -906,3 +906,40 @@ menu option in dselect for them to work:
 ])
 def test_dpkg_audit_packages(audit, names):
     assert plan.FilterModule().filters()["dpkg_audit_packages"](audit) == names
+
+
+def test_driver_disruption_sees_a_branch_change_under_other_package_names():
+    # Ubuntu's packages carry the branch in their names: 580's are other packages than the 570 ones installed.
+    installed = {"nvidia-utils-570-server": "570.172.08-0ubuntu1", "libnvidia-compute-570-server": "570.172.08-0ubuntu1"}
+    specs = ["nvidia-utils-580-server=580.*", "libnvidia-compute-580-server=580.*"]
+    ubuntu = "^(nvidia-utils|libnvidia-compute|cuda-drivers|nvidia-driver|nvidia-open)(-[0-9]{3})?(-server)?(-open)?$"
+    result = plan.driver_disruption(specs, installed, ubuntu, LOADED, "serving", installed_branches=["570"], branch="580")
+    assert result["moves"] == ["driver branch 570 -> 580"] and result["change_allowed"] is False
+    same = plan.driver_disruption(specs, installed, ubuntu, LOADED, "serving", installed_branches=["580"], branch="580")
+    assert same["moves"] == []
+
+
+@pytest.mark.parametrize("facts", [
+    # NVML fails to start, the module is loaded all the same (nvml_facts' outcome "error").
+    {"state": "error", "driver_version": None, "driver_loaded": True},
+    {"state": "error", "driver_version": None, "kernel_module_version": "535.261.03"},
+    {"state": "error", "driver_version": None, "kmd_version": "610.10"},
+])
+def test_driver_disruption_a_loaded_module_counts_whatever_nvml_says(facts):
+    result = plan.driver_disruption(NEW_PIN, INSTALLED_535, DEBIAN_BRANCH_PACKAGES, facts, "serving")
+    assert result["loaded"] is True and result["change_allowed"] is False
+    assert plan.driver_disruption(NEW_PIN, INSTALLED_535, DEBIAN_BRANCH_PACKAGES, facts, "unknown")["reboot_allowed"] is False
+
+
+def test_dpkg_unfinished_packages():
+    states = "\n".join([
+        "libnvidia-ml1 535.261.03-1~deb12u1 install reinstreq half-configured",
+        "nvidia-smi 535.261.03-1~deb12u1 hold ok installed",
+        "libcuda1:amd64 535.261.03-1~deb12u1 install ok unpacked",
+        "old-pkg 1.0 deinstall ok config-files",
+        "gpufleet-test-cut-off 1 install ok half-configured",
+        "odd line",
+    ])
+    assert plan.FilterModule().filters()["dpkg_unfinished_packages"](states) == [
+        "libnvidia-ml1", "libcuda1:amd64", "gpufleet-test-cut-off"]
+    assert plan.dpkg_unfinished_packages("") == []
