@@ -289,9 +289,9 @@ def test_gpu_device_plugin_force_conflicts_given_as_text(given, forced):
     fail = find_task("roles/gpu_device_plugin/tasks/apply.yml", "Fail naming what could not be applied, and what was")
     kept = template_with("gpu_device_plugin", fail, variables, "{{ __gpu_device_plugin_conflicts }}")
     assert kept == ([] if forced else [conflict])
-    take = find_task("roles/gpu_device_plugin/tasks/write.yml",
+    take = find_task("roles/gpu_device_plugin/tasks/write_object.yml",
                      "Take over the fields another manager holds, as gpu_device_plugin_force_conflicts asks")
-    assert templar.template(take["loop"]) == ([conflict] if forced else [])
+    assert evaluate_conditional(templar, take["when"]) is forced
     dra = find_task("roles/gpu_dra_driver/tasks/apply.yml", "Fail naming what could not be applied, and what was")
     dra_variables = {"gpu_dra_driver_force_conflicts": given, "__gpu_device_plugin_writes": writes}
     assert template_with("gpu_dra_driver", dra, dra_variables, "{{ __conflicts }}") == ([] if forced else [conflict])

@@ -405,7 +405,8 @@ def test_helm_installs_into_the_namespace_applied_before_it_and_never_creates_on
     # The manifests are applied through write.yml, the objects the DaemonSet needs first.
     writes = [task for task in tasks if task.get("ansible.builtin.include_tasks") == "write.yml"]
     assert [task["name"] for task in writes] == ["Apply the objects the DaemonSet needs", "Apply the DaemonSet"]
-    (apply,) = [task for task in role_tasks("gpu_device_plugin", "write.yml")
+    # write.yml applies each object through write_object.yml, in a block that stops after one not applied.
+    (apply,) = [task for block in role_tasks("gpu_device_plugin", "write_object.yml") for task in block.get("block", [block])
                 if "kubernetes.core.k8s" in task and not task["kubernetes.core.k8s"]["server_side_apply"]["force_conflicts"]]
     assert apply["kubernetes.core.k8s"]["apply"] is True
     # Helm would create the namespace without the Pod Security label the plugin's hostPath volumes need.
