@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 
 import pytest
 
@@ -155,7 +156,8 @@ def test_gpu_driver_never_holds_packages_that_disagree(packages, refused):
     # Issue 47: with a branch-only pin, libcuda1 of one release beside nvidia-smi of another was held as it was.
     tasks, block = install_block()
     names = [t["name"] for t in block["block"]]
-    assert names.index("Install the driver packages at the pinned version") < names.index(
+    install = "Install the driver packages at the pinned version, a few minutes per installed kernel where DKMS builds the module"
+    assert names.index(install) < names.index(
         "Read the driver packages apt left") < names.index("Bring the driver packages to one version") < names.index(
         "Check the driver packages agree before holding them") < names.index(
         "Hold the driver packages so apt upgrade leaves them alone")
@@ -322,3 +324,60 @@ def test_a_failed_driver_install_holds_again_every_package_held_before():
     held = Templar(loader=LOADER, variables=variables).template(rehold["loop"])
     assert sorted(held) == ["libnvidia-ml1", "nvidia-smi"]
     assert rehold["ansible.builtin.dpkg_selections"]["selection"] == "hold"
+
+
+# The long steps name what they wait for and for how long, from the role's own setting ("%s": its value),
+# as Ansible shows the name when the task starts and on each "FAILED - RETRYING" line of a polled wait.
+LONG_STEPS = [
+    ("gpu_driver", "install.yml", None,
+     "Install the driver packages at the pinned version, a few minutes per installed kernel where DKMS builds the module"),
+    ("gpu_driver", "kernels.yml", None,
+     "Build the module with DKMS for each installed kernel without it (a few minutes per kernel)"),
+    ("gpu_driver", "apt-ready.yml", "gpu_driver_apt_lock_timeout", "Wait for apt's lock (up to %s s)"),
+    ("gpu_driver", "reboot.yml", "gpu_driver_reboot_timeout",
+     "Reboot into the new driver and wait for the node to come back (up to %s s)"),
+    ("gpu_mig", "apply.yml", "gpu_mig_reboot_timeout",
+     "Reboot for the pending MIG mode and wait for the node to come back (up to %s s)"),
+    ("gpu_container_toolkit", "restart.yml", "gpu_container_toolkit_settle_seconds",
+     "Make sure it stays up: containerd, watched for %s s"),
+    ("gpu_container_toolkit", "restore.yml", "gpu_container_toolkit_settle_seconds",
+     "Check it is up again: containerd, watched for %s s"),
+    ("gpu_kubelet", "dropin.yml", "gpu_kubelet_settle_seconds", "Make sure kubelet stays up, watched for %s s"),
+    ("gpu_kubelet", "dropin.yml", "gpu_kubelet_settle_seconds", "Check kubelet is up again, watched for %s s"),
+    ("gpu_device_plugin", "apply.yml", "gpu_device_plugin_wait_timeout",
+     "Install NVIDIA's chart and wait for its rollout (up to %s s)"),
+    ("gpu_device_plugin", "apply.yml", "gpu_device_plugin_wait_timeout",
+     "Wait for the device plugin's DaemonSet to roll out (up to %s s)"),
+    ("gpu_device_plugin", "verify.yml", "gpu_device_plugin_wait_timeout",
+     "Wait until every GPU node advertises what its hardware has (up to %s s)"),
+    ("gpu_dra_driver", "apply.yml", "gpu_dra_driver_wait_timeout",
+     "Install NVIDIA's chart and wait for its rollout (up to %s s)"),
+    ("gpu_dra_driver", "apply.yml", "gpu_dra_driver_wait_timeout",
+     "Wait for the DRA kubelet plugin's DaemonSet to roll out (up to %s s)"),
+    ("gpu_dra_driver", "verify.yml", "gpu_dra_driver_wait_timeout",
+     "Wait until every DRA node publishes what its hardware has (up to %s s)"),
+    ("gpu_smoke_test", "stage.yml", "gpu_smoke_test_timeout",
+     "Wait for every pod of the stage to finish, its node to stop being Ready, or the scheduler to give it up (up to %s s)"),
+]
+
+
+@pytest.mark.parametrize("role, tasks_file, setting, shown", LONG_STEPS)
+def test_long_steps_name_how_long_they_may_take(role, tasks_file, setting, shown):
+    variables = {}
+    for part in ("defaults", "vars"):
+        path = os.path.join(ROLES, role, part, "main.yml")
+        if os.path.exists(path):
+            variables.update(load_yaml(LOADER, path) or {})
+    variables["__service"] = "containerd"  # restart.yml's and restore.yml's include variable
+    tasks = list(all_tasks(load_yaml(LOADER, os.path.join(ROLES, role, "tasks", tasks_file))))
+    for value in ([variables[setting], 45] if setting else [None]):
+        if setting:
+            variables[setting] = value
+        templar = Templar(loader=LOADER, variables=variables)
+        expected = shown % value if setting else shown
+        # Only the names that begin as expected are templated: others may need variables of a run.
+        found = [t["name"] for t in tasks if t.get("name", "").split("{{")[0]
+                 and expected.startswith(t["name"].split("{{")[0]) and templar.template(t["name"]) == expected]
+        assert len(found) == 1, "no single task of %s/%s shown as %r" % (role, tasks_file, expected)
+    # ansible-lint's name[template] (its own pattern): a template only at the end of the name, no word after it.
+    assert not re.match(r".*\{\{.*\}\}.*\w.*$", found[0])
