@@ -5,7 +5,7 @@ fleet whose Nodes the collection has not touched, then again on the same fleet c
 
 What a user runs, whole: site.yml with the cluster tag, which runs its facts play (nvml_facts on every GPU host:
 tagged always) and its cluster part on the host that reaches the API (the Nodes' labels read in one list and the
-Nodes that differ patched, the health gating, gpu_device_plugin, gpu_smoke_test, the results file). For each size
+Nodes that differ patched, the health gating, gpu_device_plugin, gpu_smoke_test, the results ConfigMap). For each size
 a test cluster (tests/controlplane/testcluster.py: the real kube-apiserver, kube-controller-manager and
 kube-scheduler with etcd, kwok for the Nodes, and the STAND-IN of the nodes' GPU side, gpunodes.py) is started
 with that many GPU Nodes (8x H100 80GB HBM3 each, as benchmarks/cluster_scale.py builds them) registered WITHOUT
@@ -33,6 +33,8 @@ before and after is printed beside them.
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
 import json
 import os
 import re
@@ -82,8 +84,7 @@ def write_inventory(path, names, workdir):
         "children": {"gpu_nodes": {"hosts": hosts},
                      "kube_control_plane": {"hosts": {CONTROLLER: {"ansible_python_interpreter": sys.executable}}}},
         "vars": {"ansible_connection": "local", "gpu_device_plugin_kubeconfig": kubeconfig,
-                 "gpu_smoke_test_kubeconfig": kubeconfig, "gpu_dra_driver_kubeconfig": kubeconfig,
-                 "gpufleet_report_dir": os.path.join(workdir, "fleet-report")}}}
+                 "gpu_smoke_test_kubeconfig": kubeconfig, "gpu_dra_driver_kubeconfig": kubeconfig}}}
     with open(path, "w", encoding="utf-8") as handle:
         yaml.safe_dump(inventory, handle, sort_keys=False)
 
@@ -118,9 +119,17 @@ def prepare(workdir, names):
 
 
 def check_results(workdir, names):
-    """The results file site.yml wrote: every GPU host's smoke verdict passed, in this run."""
-    with open(os.path.join(workdir, "fleet-report", "cluster-results.json"), encoding="utf-8") as handle:
-        results = json.load(handle)
+    """The results site.yml kept in the cluster (the default, ConfigMap kube-system/gpufleet-cluster-results, its
+    JSON as text or gzip-compressed): every GPU host's smoke verdict passed, in this run."""
+    import kubernetes  # the venv's, as the collection's modules use it
+
+    client = kubernetes.config.new_client_from_config(config_file=os.path.join(workdir, "kubeconfig"))
+    configmap = kubernetes.client.CoreV1Api(client).read_namespaced_config_map("gpufleet-cluster-results", "kube-system")
+    if (configmap.binary_data or {}).get("results.json.gz"):
+        text = gzip.decompress(base64.b64decode(configmap.binary_data["results.json.gz"])).decode("utf-8")
+    else:
+        text = (configmap.data or {})["results.json"]
+    results = json.loads(text)
     hosts = results.get("hosts") or {}
     failed = [name for name in names if not ((hosts.get(name) or {}).get("smoke_test") or {}).get("tested")
               or not hosts[name]["smoke_test"].get("ok")]

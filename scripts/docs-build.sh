@@ -48,6 +48,63 @@ at = text.index(plugins)
 with open(path, "w", encoding="utf-8") as handle:
     handle.write(text[:at] + role_index + text[at:])
 PY
+# The public modules and filters first: antsibull-docs lists every module, then every filter, by name, so the
+# roles' and playbooks' own (plugins/*/internal/, named gpufleet.nvidia.internal.*) sit among the public ones.
+# They move to a section of their own at the end of the page, each kind with its bullets and its hidden toctree.
+python3 - "$out/rst/collection/index.rst" <<'PY'
+import re
+import sys
+
+path = sys.argv[1]
+with open(path, encoding="utf-8") as handle:
+    text = handle.read()
+INTERNAL = "gpufleet.nvidia.internal."
+KINDS = (("module", "Modules"), ("filter", "Filter Plugins"))
+problem = "%s: antsibull-docs' plugin index is not laid out as scripts/docs-build.sh expects (%s); change the move there"
+
+
+def layout(text, kind, title):
+    """(start, end, bullets, toctree entries) of the kind's subsection of the plugin index."""
+    label = ".. _%s_plugins_in_gpufleet.nvidia:\n\n%s\n%s\n\n" % (kind, title, "~" * len(title))
+    if text.count(label) != 1:
+        sys.exit(problem % (path, "no single %s subsection" % kind))
+    start = text.index(label) + len(label)
+    match = re.compile(r"((?:\* .*\n(?:  .*\n)*)+)\n\.\. toctree::\n    :maxdepth: 1\n    :hidden:\n\n((?:    \S.*\n)+)"
+                       ).match(text, start)
+    if not match:
+        sys.exit(problem % (path, "the %s subsection is not bullets then a hidden toctree" % kind))
+    bullets = re.findall(r"\* .*\n(?:  .*\n)*", match.group(1))
+    entries = match.group(2).splitlines(True)
+    return start, match.end(), bullets, entries
+
+
+moved = []
+for kind, title in KINDS:
+    start, end, bullets, entries = layout(text, kind, title)
+    internal = [bullet for bullet in bullets if "<%s" % INTERNAL in bullet]
+    names = [entry for entry in entries if entry.strip().startswith("internal.")]
+    if len(internal) != len(names) or not internal or len(internal) == len(bullets):
+        sys.exit(problem % (path, "%d internal %ss listed, %d internal pages, %d %ss in all"
+                            % (len(internal), kind, len(names), len(bullets), kind)))
+    kept = "".join(b for b in bullets if b not in internal) + "\n.. toctree::\n    :maxdepth: 1\n    :hidden:\n\n" \
+        + "".join(e for e in entries if e not in names)
+    text = text[:start] + kept + text[end:]
+    heading = "Internal %s" % title
+    moved.append(".. _internal_%s_plugins_in_gpufleet.nvidia:\n\n%s\n%s\n\n" % (kind, heading, "~" * len(heading))
+                 + "".join(internal) + "\n.. toctree::\n    :maxdepth: 1\n    :hidden:\n\n" + "".join(names))
+section = """.. _internal_plugins_in_gpufleet.nvidia:
+
+Internal Plugins of the Roles and Playbooks
+-------------------------------------------
+
+These modules and filters are internal to the collection's roles and playbooks, which call them as
+``gpufleet.nvidia.internal.NAME``. They are not part of the collection's public interface: their options,
+input and output may change in any release.
+
+"""
+with open(path, "w", encoding="utf-8") as handle:
+    handle.write(text.rstrip("\n") + "\n\n\n" + section + "\n".join(moved))
+PY
 cp docs/site/index.rst "$out/rst/index.rst"
 # The changelog page: antsibull-changelog's CHANGELOG.rst, as released.
 cp CHANGELOG.rst "$out/rst/changelog.rst"

@@ -4,12 +4,15 @@
 
 What the collection holds is read from its files, not from ansible-doc: each module in
 plugins/modules/, each filter a FilterModule in plugins/filter/ returns, each role with a
-meta/argument_specs.yml. Then, with the real ansible-doc of the ansible-core on PATH:
+meta/argument_specs.yml; the modules and filters only the roles and playbooks use are in the
+internal/ folder of each, named internal.NAME (gpufleet.nvidia.internal.NAME). Then, with the
+real ansible-doc of the ansible-core on PATH:
   - `ansible-doc --json -t TYPE gpufleet.nvidia.NAME ...` returns documentation for every one
     of them (a short description, a description, and for modules and filters an example);
   - `ansible-doc -t TYPE -l gpufleet.nvidia` lists exactly them, none UNDOCUMENTED;
-  - a filter only the roles and playbooks use says so: its short description starts with
-    "Internal:" and its description names who uses it; the filters in PUBLIC do not.
+  - a module or filter only the roles and playbooks use says so: it is named internal.NAME, its
+    short description starts with "Internal" and its description names who uses it; the filters
+    in PUBLIC_FILTERS and the modules in PUBLIC_MODULES do neither.
 Needs ANSIBLE_COLLECTIONS_PATH to hold this checkout as ansible_collections/gpufleet/nvidia.
 
     python3 tests/docs/ansible_doc_check.py
@@ -33,23 +36,35 @@ PUBLIC_FILTERS = {
     "from_toml", "node_labels", "nvidia_smi_list", "openpgp_fingerprints", "to_toml",
 }
 
+# The modules a user may call; every other module is internal.
+PUBLIC_MODULES = {"nvml_facts"}
+INTERNAL = "internal."
+
 FILTER_ENTRY = re.compile(r"""["'](\w+)["']\s*:\s*\w+""")
 
 
 def modules():
-    return sorted(os.path.basename(path)[:-3] for path in glob.glob(os.path.join(REPO, "plugins", "modules", "*.py"))
-                  if not os.path.basename(path).startswith("__"))
+    """The modules of plugins/modules/, those of its internal/ named internal.NAME."""
+    names = []
+    for prefix, folder in (("", ("modules",)), (INTERNAL, ("modules", "internal"))):
+        names.extend(prefix + os.path.basename(path)[:-3]
+                     for path in glob.glob(os.path.join(REPO, "plugins", *folder, "*.py"))
+                     if not os.path.basename(path).startswith("__"))
+    return sorted(names)
 
 
 def filters():
-    """The names every FilterModule.filters() of plugins/filter/ returns, read from its source."""
+    """The names every FilterModule.filters() of plugins/filter/ (and of its internal/, named internal.NAME)
+    returns, read from its source."""
     names = set()
-    for path in glob.glob(os.path.join(REPO, "plugins", "filter", "*.py")):
-        with open(path, encoding="utf-8") as handle:
-            source = handle.read()
-        body = source.split("def filters(self):", 1)
-        if len(body) == 2:
-            names.update(FILTER_ENTRY.findall(body[1].split("return", 1)[1].split("}", 1)[0]))
+    for prefix, folder in (("", ("filter",)), (INTERNAL, ("filter", "internal"))):
+        for path in glob.glob(os.path.join(REPO, "plugins", *folder, "*.py")):
+            with open(path, encoding="utf-8") as handle:
+                source = handle.read()
+            body = source.split("def filters(self):", 1)
+            if len(body) == 2:
+                names.update(prefix + name
+                             for name in FILTER_ENTRY.findall(body[1].split("return", 1)[1].split("}", 1)[0]))
     return sorted(names)
 
 
@@ -83,8 +98,7 @@ def check_plugins(kind, names, problems):
             problems.append("ansible-doc -t %s %s: no short_description or description" % (kind, fqcn))
         if not (entry.get("examples") or "").strip():
             problems.append("ansible-doc -t %s %s: no EXAMPLES" % (kind, fqcn))
-        if kind == "filter":
-            check_internal(fqcn.split(".")[-1], doc, problems)
+        check_internal(kind, fqcn[len(COLLECTION) + 1:], doc, problems)
     listed = ansible_doc("-t", kind, "-l", COLLECTION).stdout
     listing = {line.split()[0]: line for line in listed.splitlines() if line.strip()}
     if sorted(listing) != sorted(fqcns):
@@ -92,17 +106,24 @@ def check_plugins(kind, names, problems):
     problems.extend("ansible-doc -t %s -l: %s" % (kind, line) for line in listing.values() if "UNDOCUMENTED" in line)
 
 
-def check_internal(name, doc, problems):
+def check_internal(kind, name, doc, problems):
+    """A public plugin by its plain name and documented as public; an internal one named internal.NAME and
+    documented as internal."""
     short = doc.get("short_description") or ""
     internal = short.startswith("Internal")
-    if name in PUBLIC_FILTERS and internal:
-        problems.append("filter %s is public but its short_description says %r" % (name, short))
-    if name not in PUBLIC_FILTERS:
-        if not internal:
-            problems.append("filter %s is internal but its short_description does not start with Internal: %r"
-                            % (name, short))
-        if "Internal to " not in text_of(doc.get("description")):
-            problems.append("filter %s is internal but its description does not say who uses it" % name)
+    public = PUBLIC_FILTERS if kind == "filter" else PUBLIC_MODULES
+    if name in public:
+        if internal:
+            problems.append("%s %s is public but its short_description says %r" % (kind, name, short))
+        return
+    if not name.startswith(INTERNAL):
+        problems.append("%s %s is internal but not in the internal/ folder (gpufleet.nvidia.internal.%s)"
+                        % (kind, name, name))
+    if not internal:
+        problems.append("%s %s is internal but its short_description does not start with Internal: %r"
+                        % (kind, name, short))
+    if "Internal to " not in text_of(doc.get("description")):
+        problems.append("%s %s is internal but its description does not say who uses it" % (kind, name))
 
 
 def check_roles(names, problems):
@@ -122,16 +143,18 @@ def main():
     if not all(found.values()):
         print("found no modules, filters or roles under %s: %s" % (REPO, found), file=sys.stderr)
         return 2
-    unknown = PUBLIC_FILTERS - set(found["filter"])
-    problems = ["PUBLIC_FILTERS names %s, which is no filter" % name for name in sorted(unknown)]
+    problems = ["PUBLIC_FILTERS names %s, which is no filter" % name
+                for name in sorted(PUBLIC_FILTERS - set(found["filter"]))]
+    problems += ["PUBLIC_MODULES names %s, which is no module" % name
+                 for name in sorted(PUBLIC_MODULES - set(found["module"]))]
     check_plugins("module", found["module"], problems)
     check_plugins("filter", found["filter"], problems)
     check_roles(found["role"], problems)
     for problem in problems:
         print(problem)
-    print("ansible-doc: %d modules, %d filters (%d public), %d roles checked; %d problems" % (
-        len(found["module"]), len(found["filter"]), len(PUBLIC_FILTERS & set(found["filter"])), len(found["role"]),
-        len(problems)))
+    print("ansible-doc: %d modules (%d public), %d filters (%d public), %d roles checked; %d problems" % (
+        len(found["module"]), len(PUBLIC_MODULES & set(found["module"])), len(found["filter"]),
+        len(PUBLIC_FILTERS & set(found["filter"])), len(found["role"]), len(problems)))
     return 1 if problems else 0
 
 

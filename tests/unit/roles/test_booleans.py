@@ -6,7 +6,7 @@
 error in a `when:` on ansible-core 2.19 and newer. Every use of a boolean setting (a role's
 argument spec option of type bool, a playbook's documented boolean) in a condition, an expression
 or a template must go through `| bool`; values that are not booleans are refused before any change
-(gpufleet.nvidia.boolean_errors, checked first by each role and by the playbooks).
+(gpufleet.nvidia.internal.boolean_errors, checked first by each role and by the playbooks).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PLAYBOOK_BOOLEANS = ("gpufleet_health_labels", "gpufleet_health_taint")
 # Keys whose value is a bare Jinja expression.
 CONDITION_KEYS = ("when", "that", "changed_when", "failed_when", "until")
 # Filters that take settings to check them, strictly, and name the ones that are not booleans.
-CHECKING_FILTERS = ("gpufleet.nvidia.boolean_errors", "gpufleet.nvidia.node_health_settings")
+CHECKING_FILTERS = ("gpufleet.nvidia.internal.boolean_errors", "gpufleet.nvidia.internal.node_health_settings")
 # Settings handed whole to a filter that reads them strictly (node_health_plan reads the gating's settings
 # through node_health_settings, which takes the texts -e gives).
 READ_BY_FILTER = {"playbooks/tasks/node_health.yml": ("gpufleet_health_labels", "gpufleet_health_taint")}
@@ -264,7 +264,7 @@ def test_gpu_kubelet_skip_when_converged_given_as_text(given, recorded, compared
     templar = Templar(loader=LOADER, variables=variables)
     assert all(evaluate_conditional(templar, c) for c in record["when"]) is recorded
     compare = find_task("roles/gpu_kubelet/tasks/main.yml", "Compare the node with what the role's last complete run left")
-    assert templar.template(compare["gpufleet.nvidia.converged"]["compare"]) is compared
+    assert templar.template(compare["gpufleet.nvidia.internal.converged"]["compare"]) is compared
 
 
 @pytest.mark.parametrize("given, passes", [("true", True), ("false", False), (True, True), ("no", False)])

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import mig
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import mig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

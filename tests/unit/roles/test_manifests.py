@@ -22,7 +22,7 @@ import kubernetes_validate.utils
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import device_plugin as dp
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import device_plugin as dp
 from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, Templar, load_yaml, trust_as_template
 
 COLLECTION = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

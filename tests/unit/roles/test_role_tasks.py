@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import driver_plan, kubelet_plan
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import driver_plan, kubelet_plan
 from ansible_collections.gpufleet.nvidia.tests.unit.templating import DataLoader, Templar, evaluate_conditional, load_yaml
 
 ROLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles"))

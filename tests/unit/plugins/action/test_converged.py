@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpufleet.nvidia contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpufleet.nvidia.converged's action: the comparison is made with this run's NVIDIA facts.
+"""gpufleet.nvidia.internal.converged's action: the comparison is made with this run's NVIDIA facts.
 
 The node is played by a recorder of the module calls the action makes (nvml_facts, converged):
 what is under test is which calls it makes, with which inputs, and what it returns."""
@@ -14,8 +14,8 @@ import pytest
 
 from ansible.errors import AnsibleActionFail
 from ansible.playbook.task import Task
-from ansible_collections.gpufleet.nvidia.plugins.action import converged
-from ansible_collections.gpufleet.nvidia.plugins.filter.converged import converged_digest
+from ansible_collections.gpufleet.nvidia.plugins.action.internal import converged
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal.converged import converged_digest
 
 T4 = {"state": "ok", "driver_version": "550.54.15", "gpus": [{"name": "Tesla T4", "uuid": "GPU-1", "ecc": {"a": 1}}]}
 V100 = {"state": "ok", "driver_version": "550.54.15", "gpus": [{"name": "Tesla V100-SXM2-16GB", "uuid": "GPU-1"}]}

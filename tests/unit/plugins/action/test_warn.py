@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, gpufleet.nvidia contributors
 # GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpufleet.nvidia.warn: each message is returned as a warning of the result, as a module's are."""
+"""gpufleet.nvidia.internal.warn: each message is returned as a warning of the result, as a module's are."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from ansible.errors import AnsibleActionFail
 from ansible.playbook.task import Task
-from ansible_collections.gpufleet.nvidia.plugins.action import warn
+from ansible_collections.gpufleet.nvidia.plugins.action.internal import warn
 
 
 def run(args):

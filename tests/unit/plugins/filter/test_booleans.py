@@ -9,7 +9,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_bool
 
-from ansible_collections.gpufleet.nvidia.plugins.filter.booleans import as_boolean, boolean_errors, role_booleans
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal.booleans import as_boolean, boolean_errors, role_booleans
 
 
 @pytest.mark.parametrize("value, meant", [

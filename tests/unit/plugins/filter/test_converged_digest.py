@@ -11,7 +11,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import converged
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import converged
 
 
 def facts():

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.nvidia.plugins.filter.drain import (
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal.drain import (
     FilterModule, drain_blockers, drain_refusal, selects)
 
 # The Status the eviction subresource answers when a PodDisruptionBudget allows no disruption

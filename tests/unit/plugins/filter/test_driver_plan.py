@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.nvidia.plugins.filter import driver_plan as plan
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import driver_plan as plan
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
 

@@ -13,11 +13,12 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import device_plugin as dp
-from ansible_collections.gpufleet.nvidia.plugins.filter import dra
-from ansible_collections.gpufleet.nvidia.plugins.filter import fleet_report as fr
-from ansible_collections.gpufleet.nvidia.plugins.filter import smoke_test as st
-from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import node_labels
+from ansible_collections.gpufleet.nvidia.plugins.filter import fleet_report as public
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import device_plugin as dp
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import dra
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import fleet_report as fr
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import smoke_test as st
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal.node_labels import node_labels
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter.test_dra import published
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
@@ -409,7 +410,8 @@ def test_memory_in_gib(mib, gib, text):
 
 
 def test_filters_are_exported():
-    assert fr.FilterModule().filters() == {"fleet_report": fr.fleet_report, "cluster_results": fr.cluster_results}
+    assert fr.FilterModule().filters() == {"cluster_results": fr.cluster_results}
+    assert public.FilterModule().filters() == {"fleet_report": fr.fleet_report}
 
 
 # ---- the cluster: results site.yml keeps, Nodes the API answers ----------------------------
@@ -1083,3 +1085,24 @@ def test_each_flagged_problem_links_to_the_troubleshooting_guide():
     assert report["summary"]["troubleshooting"] == guide
     assert fr.fleet_report({})["summary"]["troubleshooting"] == fr.TROUBLESHOOTING_URL == (
         "https://github.com/gpufleet/nvidia/blob/main/docs/docsite/rst/troubleshooting.rst")
+
+
+def test_the_report_reads_the_results_configmap_as_k8s_info_answers():
+    """report.yml hands the filter kubernetes.core.k8s_info's answer for the ConfigMap site.yml keeps the results in
+    (cluster_results_store): its JSON text, or gzip-compressed for a large fleet, none yet, or a refusal."""
+    from ansible_collections.gpufleet.nvidia.plugins.module_utils import cluster_results as cr
+
+    row = {"host": "gpu-a", "node": "gpu-a", "ok": True, "tested": True, "verdict": "passed nvidia-smi", "detail": []}
+    results = cr.merged_results(None, smoke_test=[row], time=TIME)
+    where = "ConfigMap kube-system/gpufleet-cluster-results"
+    data, binary, dummy = cr.configmap_content(results)
+    hosts, problem = fr._results_hosts({"changed": False, "resources": [{"kind": "ConfigMap", "data": data}]}, where)
+    assert problem is None and hosts["gpu-a"]["smoke_test"]["time"] == TIME and binary is None
+    # None yet (site.yml's cluster part has not kept any): no results, no problem.
+    assert fr._results_hosts({"changed": False, "resources": []}, where) == ({}, None)
+    assert fr._results_hosts({"failed": True, "msg": "Unauthorized"}, where) == (
+        {}, "ConfigMap kube-system/gpufleet-cluster-results could not be read: Unauthorized")
+    broken = {"resources": [{"kind": "ConfigMap", "binaryData": {"results.json.gz": "bm90IGd6aXA="}}]}
+    assert fr._results_hosts(broken, where)[1].startswith(where + ": results.json.gz is not gzip-compressed text")
+    # A file's data without 'hosts' is still named as not ours.
+    assert "no 'hosts' mapping" in fr._results_hosts({"format": 1}, "/srv/r.json")[1]

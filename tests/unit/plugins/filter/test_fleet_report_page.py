@@ -29,7 +29,7 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import fleet_report as fr
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import fleet_report as fr
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.filter import test_fleet_report as t
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))

@@ -12,7 +12,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import k8s_writes as kw
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import k8s_writes as kw
 
 DAEMONSET = {"apiVersion": "apps/v1", "kind": "DaemonSet",
              "metadata": {"name": "nvidia-device-plugin", "namespace": "nvidia-device-plugin"}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.nvidia.plugins.filter import kubelet_plan as plan
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import kubelet_plan as plan
 
 # One patch release of each minor version the flags change at.
 VERSIONS = ["1.5.8", "1.6.13", "1.7.16", "1.8.15", "1.9.11", "1.10.13", "1.11.10", "1.16.15", "1.17.17",

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import mig
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import mig
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "..", "module_utils", "fixtures", "nvidia-smi")

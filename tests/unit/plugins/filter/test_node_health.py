@@ -17,7 +17,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import node_health as nh
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import node_health as nh
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_health import lost_in_fields
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils.test_nvml_inventory_smi import fixture
@@ -183,7 +183,7 @@ def test_unhealthy_node_is_labelled_and_tainted_keeping_every_other_label_and_ta
     before = node("gpu-a", labels={"team": "ml"}, taints=[CORDON, OPERATOR_TAINT])
     entry = plan_one(fell_off_the_bus(), before)
     patch = entry["patch"]
-    # What gpufleet.nvidia.api_patch sends: the Node's name, and a merge patch with the resourceVersion read.
+    # What gpufleet.nvidia.internal.api_patch sends: the Node's name, and a merge patch with the resourceVersion read.
     assert entry["name"] == "gpu-a" and set(patch) == {"metadata", "spec"}
     assert patch["metadata"]["resourceVersion"] == "1020"
     # What the Node has now of the same fields, for --diff.
@@ -428,7 +428,7 @@ def test_conflicts_and_changes_are_read_from_the_api_patch_result():
     plan = nh.node_health_plan([host("gpu-a", fell_off_the_bus()), host("gpu-b", fell_off_the_bus()),
                                 host("gpu-c", healthy())], [node("gpu-a"), node("gpu-b"), node("gpu-c")], ON)
     assert [entry["name"] for entry in plan["patch"]] == ["gpu-a", "gpu-b", "gpu-c"]
-    # What gpufleet.nvidia.api_patch returns: gpu-a changed since it was read (409), gpu-b and gpu-c patched.
+    # What gpufleet.nvidia.internal.api_patch returns: gpu-a changed since it was read (409), gpu-b and gpu-c patched.
     result = {"changed": True, "patched": ["gpu-b", "gpu-c"], "conflicts": ["gpu-a"], "failures": [],
               "not_tried": [], "requests": 3}
     assert nh.node_health_conflicts(result, plan) == ["gpu-a"]

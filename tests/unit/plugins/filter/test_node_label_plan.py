@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import (
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal.node_labels import (
     NOT_GATHERED, FilterModule, node_label_plan, node_labels)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings

@@ -10,7 +10,8 @@ import re
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import FilterModule, label_value, node_labels
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal.node_labels import label_value, node_labels
+from ansible_collections.gpufleet.nvidia.plugins.filter.node_labels import FilterModule
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
 

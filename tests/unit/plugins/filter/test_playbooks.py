@@ -64,6 +64,16 @@ def rendered(play, value, **variables):
     return templar(play, **variables).template(value)
 
 
+def trusted(text):
+    """A template written here, trusted as one read from a playbook is (ansible-core 2.19 and later template
+    only those)."""
+    try:
+        from ansible.template import trust_as_template
+    except ImportError:  # ansible-core 2.16 to 2.18 template every string
+        return text
+    return trust_as_template(text)
+
+
 # site.yml
 
 # A play is named by its name up to any templated part (site.yml's first carries the collection's version).
@@ -106,7 +116,7 @@ def test_site_labels_only_hosts_with_facts_from_this_run_in_state_ok():
     assert plan["skip"][2]["reason"] == "NVIDIA state is driver_not_loaded: no module"
 
     label = task(CLUSTER, "Label the GPU nodes as their kubelet does")
-    assert rendered(CLUSTER, label["gpufleet.nvidia.api_patch"]["patches"], __gpufleet_label_plan=plan) == plan["label"]
+    assert rendered(CLUSTER, label["gpufleet.nvidia.internal.api_patch"]["patches"], __gpufleet_label_plan=plan) == plan["label"]
     assert plan["label"][0]["name"] == "node-a"
     assert plan["label"][0]["patch"] == {"metadata": {"labels": plan["label"][0]["labels"]}}
     # With the Nodes read, a converged Node gets no patch, and a host whose Node is gone is named.
@@ -145,25 +155,38 @@ def test_site_keeps_the_cluster_results_for_the_report_also_when_the_part_fails(
                                                   "Run nvidia-smi on every GPU node"]
     keep = task(CLUSTER, "Keep each GPU host's device plugin check and smoke verdict for the fleet report")
     assert keep in part["always"]
-    assert (keep["delegate_to"], keep["run_once"], sorted(keep["tags"])) == (
-        "localhost", True, ["device_plugin", "dra", "smoke_test"])
+    assert sorted(keep["tags"]) == ["device_plugin", "dra", "smoke_test"]
+    # In the cluster by default, where report.yml reads it from any folder or AWX job; in a file when one is named.
     path = CLUSTER["vars"]["__gpufleet_cluster_results"]
-    assert rendered(CLUSTER, path, gpufleet_report_dir="/srv/reports") == "/srv/reports/cluster-results.json"
+    assert rendered(CLUSTER, path, gpufleet_report_dir="/srv/reports") == ""
     assert rendered(CLUSTER, path, gpufleet_cluster_results="/tmp/r.json") == "/tmp/r.json"
+    in_cluster = task(CLUSTER, "Keep them in the cluster, in ConfigMap {{ __gpufleet_results_where }}")
+    in_file = task(CLUSTER, "Keep them in a file on the controller")
+    assert keep["block"] == [in_cluster, in_file]
+    assert holds(CLUSTER, in_cluster["when"], __gpufleet_cluster_results="")
+    assert not holds(CLUSTER, in_file["when"], __gpufleet_cluster_results="")
+    assert holds(CLUSTER, in_file["when"], __gpufleet_cluster_results="/tmp/r.json")
+    assert (in_file["delegate_to"], in_file["run_once"], in_cluster["run_once"]) == ("localhost", True, True)
+    store = in_cluster["gpufleet.nvidia.internal.cluster_results_store"]
+    label = task(CLUSTER, "Label the GPU nodes as their kubelet does")["gpufleet.nvidia.internal.api_patch"]
+    assert (store["kubeconfig"], store["context"]) == (label["kubeconfig"], label["context"])
+    assert (rendered(CLUSTER, store["namespace"]), rendered(CLUSTER, store["name"])) == (
+        "kube-system", "gpufleet-cluster-results")
+    assert rendered(CLUSTER, store["namespace"], gpufleet_results_namespace="gpu-ops") == "gpu-ops"
+    assert rendered(CLUSTER, in_cluster["vars"]["__gpufleet_results_where"],
+                    gpufleet_results_configmap="fleet") == "kube-system/fleet"
     rows = [{"host": "gpu-a", "node": "node-a", "ok": True, "tested": True, "verdict": "passed nvidia-smi",
              "detail": ["nvidia-smi: saw GPU-1"]}]
-    assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_smoke_test_report=rows)
-    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports")
+    assert holds(CLUSTER, keep["when"], gpu_smoke_test_report=rows)
+    assert not holds(CLUSTER, keep["when"])
     # Check mode: the device plugin keeps no rows, the smoke test rows without a verdict.
     not_run = [dict(rows[0], ok=None, verdict="not run", detail=[])]
-    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_smoke_test_report=not_run)
-    assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_device_plugin_report=[{"host": "gpu-a"}])
-    assert holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports", gpu_dra_driver_report=[{"host": "dra-a"}])
-    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="/srv/reports",
-                     gpu_dra_driver_report=[{"host": "dra-a", "excluded": "outside --limit"}])
-    assert not holds(CLUSTER, keep["when"], gpufleet_report_dir="reports", gpu_smoke_test_report=rows)
+    assert not holds(CLUSTER, keep["when"], gpu_smoke_test_report=not_run)
+    assert holds(CLUSTER, keep["when"], gpu_device_plugin_report=[{"host": "gpu-a"}])
+    assert holds(CLUSTER, keep["when"], gpu_dra_driver_report=[{"host": "dra-a"}])
+    assert not holds(CLUSTER, keep["when"], gpu_dra_driver_report=[{"host": "dra-a", "excluded": "outside --limit"}])
     write = task(CLUSTER, "Write the results file")
-    content = rendered(CLUSTER, write["ansible.builtin.copy"]["content"], gpufleet_report_dir="/nonexistent",
+    content = rendered(CLUSTER, write["ansible.builtin.copy"]["content"], __gpufleet_cluster_results="/nonexistent/r.json",
                        gpu_smoke_test_report=rows)
     written = json.loads(content)
     assert written["hosts"]["gpu-a"]["smoke_test"]["verdict"] == "passed nvidia-smi"
@@ -201,11 +224,14 @@ def test_site_gates_health_after_the_labels_and_before_the_device_plugin():
                                         HEALTH["GPU nodes - NVIDIA inventory for health gating"]])
 def test_settings_are_checked_before_the_facts_and_any_change(facts_play):
     names = [t["name"] for t in facts_play["tasks"]]
-    assert names[-3:] == ["Check the health gating settings before any change", "Gather the NVIDIA inventory",
-                          "Choose the host the cluster part runs on"]
-    # site.yml checks the roles' boolean settings first (test_booleans.py).
-    assert names[:-3] in ([], ["Check the roles' boolean settings before any change"])
-    check = facts_play["tasks"][-3]
+    # site.yml checks the roles' boolean settings first (test_booleans.py), and where its cluster part keeps its
+    # results once it knows the API host (whose variables say it).
+    assert names in (["Check the health gating settings before any change", "Gather the NVIDIA inventory",
+                      "Choose the host the cluster part runs on"],
+                     ["Check the roles' boolean settings before any change",
+                      "Check the health gating settings before any change", "Choose the host the cluster part runs on",
+                      "Check where the cluster part keeps its results before any change", "Gather the NVIDIA inventory"])
+    check = task(facts_play, "Check the health gating settings before any change")
     assert check["run_once"] is True
     assert task(facts_play, "Gather the NVIDIA inventory")["register"] == "__gpufleet_nvml_run"
     variables = dict(check["vars"], gpufleet_health_taint="maybe")
@@ -237,7 +263,7 @@ def test_health_gating_takes_only_facts_from_this_run():
 
 def test_the_patches_go_through_api_patch_and_a_conflict_is_read_again():
     patch = task(HEALTH_PATCH, "Patch the Nodes whose health labels or taint change")
-    module = patch["gpufleet.nvidia.api_patch"]
+    module = patch["gpufleet.nvidia.internal.api_patch"]
     # One module run for every Node that changes; none when nothing does. api_patch fails by itself on any refusal
     # but 409, which it returns apart.
     assert module["resource"] == "nodes" and "failed_when" not in patch
@@ -273,16 +299,68 @@ def test_retries_stop_after_five_attempts_naming_the_nodes():
 # report.yml
 
 REPORT = {play["name"]: play for play in playbook("report.yml")}
-REPORT_WRITE = REPORT["Write the fleet report"]
+REPORT_PLAY = REPORT["Fleet report of the GPU nodes"]
+REPORT_READ = task(REPORT_PLAY, "Read the cluster from the API host")
+REPORT_WRITE = task(REPORT_PLAY, "Write the fleet report on the controller")
+
+
+def report_rendered(value, **variables):
+    """A value of the write block, with the play's and the block's variables."""
+    play = dict(REPORT_PLAY, vars=dict(REPORT_PLAY["vars"], **REPORT_WRITE["vars"]))
+    return rendered(play, value, **variables)
 
 
 def test_report_reads_the_nodes_where_site_yml_labels_them():
-    read = task(REPORT["Nodes of the cluster for the fleet report"], "Read the Nodes")
-    label = task(CLUSTER, "Label the GPU nodes as their kubelet does")
-    assert REPORT["Nodes of the cluster for the fleet report"]["hosts"] == CLUSTER["hosts"]
-    for key in ("kubeconfig", "context"):
-        assert read["kubernetes.core.k8s_info"][key] == label["gpufleet.nvidia.api_patch"][key]
+    read = task(REPORT_PLAY, "Read the Nodes")
+    label = task(CLUSTER, "Label the GPU nodes as their kubelet does")["gpufleet.nvidia.internal.api_patch"]
+    assert (REPORT_READ["delegate_to"], REPORT_READ["run_once"]) == ("{{ __gpufleet_report_api }}", True)
     assert read["ignore_errors"] is True
+    # The API host's own variables, as site.yml's cluster part reads them there (group_vars of the control plane).
+    api_vars = {"gpu_device_plugin_kubeconfig": "", "gpufleet_kubeconfig": "/etc/kubernetes/admin.conf",
+                "gpufleet_kube_context": "fleet"}
+    variables = {"hostvars": {"localhost": {"gpufleet_api_host": "cp-1"}, "cp-1": api_vars, "gpu-a": {}},
+                 "inventory_hostname": "gpu-a"}
+    assert rendered(REPORT_PLAY, read["kubernetes.core.k8s_info"]["kubeconfig"], **variables) == \
+        rendered(CLUSTER, label["kubeconfig"], **api_vars) == "/etc/kubernetes/admin.conf"
+    assert rendered(REPORT_PLAY, read["kubernetes.core.k8s_info"]["context"], **variables) == "fleet"
+    assert holds(REPORT_PLAY, REPORT_READ["when"], **variables)
+    assert not holds(REPORT_PLAY, REPORT_READ["when"], hostvars={"localhost": {"gpufleet_api_host": ""}})
+
+
+def test_report_reads_the_results_where_site_yml_keeps_them():
+    results = task(REPORT_PLAY, "Read the results site.yml kept in the cluster")
+    store = task(CLUSTER, "Keep them in the cluster, in ConfigMap {{ __gpufleet_results_where }}")
+    k8s = results["kubernetes.core.k8s_info"]
+    api_vars = {"gpufleet_results_namespace": "gpu-ops"}
+    variables = {"hostvars": {"localhost": {"gpufleet_api_host": "cp-1"}, "cp-1": api_vars}}
+    for report_value, site_value in ((k8s["namespace"], store["gpufleet.nvidia.internal.cluster_results_store"]["namespace"]),
+                                     (k8s["name"], store["gpufleet.nvidia.internal.cluster_results_store"]["name"])):
+        assert rendered(REPORT_PLAY, report_value, **variables) == rendered(CLUSTER, site_value, **api_vars)
+    assert holds(REPORT_PLAY, results["when"], **variables)
+    assert rendered(REPORT_PLAY, trusted("{{ __gpufleet_results_where }}"), **variables) == \
+        "ConfigMap gpu-ops/gpufleet-cluster-results"
+    # A file named on the API host (or with -e): read on the controller instead.
+    variables["hostvars"]["cp-1"] = {"gpufleet_cluster_results": "/srv/results.json"}
+    assert not holds(REPORT_PLAY, results["when"], **variables)
+    assert rendered(REPORT_PLAY, trusted("{{ __gpufleet_results_where }}"), **variables) == "/srv/results.json"
+    assert rendered(REPORT_PLAY, trusted("{{ __gpufleet_results_where }}"), gpufleet_cluster_results="/tmp/r.json",
+                    hostvars={"localhost": {}}) == "/tmp/r.json"
+
+
+def test_report_under_limit_writes_from_the_play_of_the_nodes():
+    # No play of its own on localhost for the files (a --limit of GPU hosts would leave it out): the write is
+    # delegated there once from the nodes' play, and the cluster read from the API host the same way.
+    plays = playbook("report.yml")
+    assert [play["hosts"] for play in plays] == ["localhost", "{{ gpufleet_hosts | default('gpu_nodes') }}"]
+    assert [t["name"] for t in plays[0]["tasks"]] == ["Check that the host pattern matches hosts of the inventory"]
+    assert (REPORT_WRITE["delegate_to"], REPORT_WRITE["run_once"]) == ("localhost", True)
+    assert REPORT_PLAY["ignore_unreachable"] is True
+    assert any(t.get("ansible.builtin.import_tasks") == "tasks/api_host.yml" for t in REPORT_PLAY["tasks"])
+    assert REPORT_WRITE["vars"]["ansible_become"] is False
+    # The hosts reported are the play's: --limit narrows them.
+    assert report_rendered(trusted("{{ __gpufleet_report_hosts_found }}"), ansible_play_hosts_all=["gpu-a"]) == ["gpu-a"]
+    pattern = plays[0]["tasks"][0]["ansible.builtin.assert"]["that"][0]
+    assert "inventory_hostnames" in pattern
 
 
 def test_report_joins_facts_nodes_and_recorded_results(tmp_path):
@@ -290,28 +368,39 @@ def test_report_joins_facts_nodes_and_recorded_results(tmp_path):
     results.write_text(json.dumps({"format": 1, "written_by": "gpufleet.nvidia.site", "hosts": {"gpu-a.example": {
         "node": "node-a", "smoke_test": {"node": "node-a", "ok": True, "tested": True, "verdict": "passed nvidia-smi",
                                          "detail": ["nvidia-smi: saw GPU-1"], "time": "2026-11-23T15:57:34Z"}}}}))
-    compute = task(REPORT_WRITE, "Compute the report")
+    compute = task({"tasks": REPORT_WRITE["block"]}, "Compute the report")
+    nodes = {"changed": False, "resources": [
+        {"metadata": {"name": "node-a"}, "spec": {},
+         "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "1"},
+                    "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}]}
     hostvars = {
         "gpu-a.example": {"gpufleet_node_name": "node-a", "ansible_facts": {"nvidia": h100_facts()},
                           "__gpufleet_report_nvml": {"changed": False, "ansible_facts": {"nvidia": h100_facts()}}},
-        "cp-01": {"__gpufleet_report_k8s_nodes": {"changed": False, "resources": [
-            {"metadata": {"name": "node-a"}, "spec": {},
-             "status": {"allocatable": {"cpu": "64", "nvidia.com/gpu": "1"},
-                        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}]}},
+        "cp-01": {"gpufleet_cluster_results": str(results)},
+        "localhost": {"gpufleet_api_host": "cp-01"},
     }
-    hostvars["localhost"] = {}
-    variables = {"hostvars": hostvars, "__gpufleet_report_hosts": ["gpu-a.example"], "__gpufleet_report_api_host": "cp-01",
+    variables = {"hostvars": hostvars, "ansible_play_hosts_all": ["gpu-a.example"], "__gpufleet_report_k8s_nodes": nodes,
                  "gpufleet_report_dir": str(tmp_path), "playbook_dir": os.path.join(COLLECTION, "playbooks"),
-                 "inventory_hostname": "localhost", "ansible_version": {"full": "2.21.5"},
+                 "inventory_hostname": "gpu-a.example", "ansible_version": {"full": "2.21.5"},
                  "__gpufleet_report_time": "2026-12-07T18:00:00Z"}
-    report = rendered(REPORT_WRITE, compute["ansible.builtin.set_fact"]["gpufleet_report"], **variables)
+    value = compute["ansible.builtin.set_fact"]["gpufleet_report"]
+    report = report_rendered(value, **variables)
     row = report["rows"][0]["cluster"]
     assert (row["node"], row["advertises"], row["smoke"], row["smoke_time"]) == (
         "node-a", "nvidia.com/gpu: 1", "passed nvidia-smi", "2026-11-23 15:57 UTC")
-    # No API host in the inventory, no results file: the rows say so.
-    variables.update(__gpufleet_report_api_host="", gpufleet_report_dir=str(tmp_path / "elsewhere"))
-    del variables["__gpufleet_report_api_host"]
-    report = rendered(REPORT_WRITE, compute["ansible.builtin.set_fact"]["gpufleet_report"], **variables)
+    # The same results kept in the cluster's ConfigMap, as k8s_info answers for it.
+    hostvars["cp-01"] = {}
+    configmap = {"kind": "ConfigMap", "metadata": {"name": "gpufleet-cluster-results"},
+                 "data": {"results.json": results.read_text()}}
+    report = report_rendered(value, __gpufleet_report_results={"changed": False, "resources": [configmap]}, **variables)
+    assert report["rows"][0]["cluster"]["smoke"] == "passed nvidia-smi"
+    assert report["summary"]["cluster"]["results_file"] == "ConfigMap kube-system/gpufleet-cluster-results"
+    # None kept there yet: no verdict recorded, and no problem.
+    report = report_rendered(value, __gpufleet_report_results={"changed": False, "resources": []}, **variables)
+    assert report["rows"][0]["cluster"]["smoke"] == "no verdict recorded"
+    # No API host in the inventory: the rows say so.
+    hostvars["localhost"] = {}
+    report = report_rendered(value, **variables)
     assert (report["summary"]["cluster"]["state"], report["rows"][0]["cluster"]["smoke"]) == ("none", "no verdict recorded")
 
 
@@ -741,7 +830,7 @@ def test_a_node_moving_to_dra_waits_until_the_device_plugin_offers_nothing(alloc
 
 def test_a_node_moving_back_waits_until_its_slices_are_gone():
     wait = task(PATH_MOVE, "Wait until the node publishes no ResourceSlice of the DRA driver")
-    assert wait["gpufleet.nvidia.api_list"]["field_selectors"][1] == "spec.nodeName={{ gpufleet_upgrade_node }}"
+    assert wait["gpufleet.nvidia.internal.api_list"]["field_selectors"][1] == "spec.nodeName={{ gpufleet_upgrade_node }}"
     assert holds(PATH_MOVE, wait["until"], gpufleet_path_unpublished={"resources": []})
     assert not holds(PATH_MOVE, wait["until"], gpufleet_path_unpublished={"resources": [{"metadata": {"name": "s"}}]})
     assert not holds(PATH_MOVE, wait["until"], gpufleet_path_unpublished={"failed": True, "msg": "no answer"})
@@ -890,7 +979,7 @@ def test_the_api_host_rule(variables, chosen):
     assert (API_HOST_TASK["delegate_to"], API_HOST_TASK["delegate_facts"], API_HOST_TASK["run_once"]) == ("localhost", True, True)
 
 
-@pytest.mark.parametrize("name", ["site.yml", "health.yml", "mig.yml", "report.yml"])
+@pytest.mark.parametrize("name", ["site.yml", "health.yml", "mig.yml"])
 def test_every_cluster_play_runs_on_the_host_the_first_play_chose(name):
     plays = playbook(name)
     first = plays[0]
@@ -908,3 +997,34 @@ def test_every_cluster_play_runs_on_the_host_the_first_play_chose(name):
             assert Templar(loader=LOADER, variables=variables).template(play["hosts"]) == pattern
     assert not [play["name"] for play in plays if "gpufleet_kube_api_host | default('kube_control_plane[0]')" in str(play["hosts"])
                 and "gpufleet_api_host" not in str(play["hosts"])]
+
+
+# site.yml: where the cluster part keeps its results, checked before any change
+
+RESULTS_CHECK = load_yaml(LOADER, os.path.join(COLLECTION, "playbooks", "tasks", "results_store_check.yml"))[0]
+
+
+@pytest.mark.parametrize("settings, words", [
+    ({}, None),
+    ({"gpufleet_cluster_results": "/srv/results.json", "gpufleet_results_namespace": "gpu-ops"}, None),
+    ({"gpufleet_cluster_results": "results.json"},
+     'gpufleet_cluster_results must be an absolute path of a file on the controller (or empty, for the ConfigMap), '
+     'got "results.json"'),
+    ({"gpufleet_cluster_results": ["/srv/a.json"]}, 'gpufleet_cluster_results must be an absolute path'),
+    ({"gpufleet_results_namespace": "GPU_Ops"},
+     'gpufleet_results_namespace must be a namespace name (lower-case letters, digits and -, at most 63), got "GPU_Ops"'),
+    ({"gpufleet_results_namespace": 7}, None),
+    ({"gpufleet_results_namespace": ["gpu-ops"]}, 'gpufleet_results_namespace must be a namespace name'),
+    ({"gpufleet_results_configmap": "results/fleet"}, 'gpufleet_results_configmap must be a ConfigMap name'),
+])
+def test_site_checks_where_the_results_go_before_any_change(settings, words):
+    play = {"vars": RESULTS_CHECK["vars"]}
+    # From the API host's variables (the cluster part runs there), as -e or group_vars give them.
+    variables = {"hostvars": {"localhost": {"gpufleet_api_host": "cp-1"}, "cp-1": settings, "gpu-a": {}},
+                 "inventory_hostname": "gpu-a"}
+    errors = rendered(play, trusted("{{ __gpufleet_results_errors }}"), **variables)
+    assert errors == ([] if words is None else [errors[0]]) and (words is None or errors[0].startswith(words))
+    # No API host: the first host's own.
+    variables = {"hostvars": {"localhost": {}, "gpu-a": settings}, "inventory_hostname": "gpu-a"}
+    assert len(rendered(play, trusted("{{ __gpufleet_results_errors }}"), **variables)) == (0 if words is None else 1)
+    assert RESULTS_CHECK["run_once"] is True

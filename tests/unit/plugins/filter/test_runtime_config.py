@@ -14,10 +14,12 @@ import pytest
 import yaml
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.nvidia.plugins.filter import runtime_config as rc
+from ansible_collections.gpufleet.nvidia.plugins.filter import runtime_config as public
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import runtime_config as rc
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "containerd")
 FILTERS = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "plugins", "filter")
+INTERNAL_FILTERS = os.path.join(FILTERS, "internal")
 CRI = "io.containerd.grpc.v1.cri"
 BINARY = "/usr/bin/nvidia-container-runtime"
 RUNC_TYPE = "io.containerd.runc.v2"
@@ -869,13 +871,22 @@ def test_docker_wants_an_object(current, type_name):
 # the plugin
 # --------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,function", sorted(rc.FilterModule().filters().items()))
-def test_every_filter_has_its_documentation(name, function):
-    with open(os.path.join(FILTERS, name + ".yml"), encoding="utf-8") as handle:
+@pytest.mark.parametrize("folder,prefix,name,function",
+                         [(FILTERS, "gpufleet.nvidia.", name, function)
+                          for name, function in sorted(public.FilterModule().filters().items())]
+                         + [(INTERNAL_FILTERS, "gpufleet.nvidia.internal.", name, function)
+                            for name, function in sorted(rc.FilterModule().filters().items())])
+def test_every_filter_has_its_documentation(folder, prefix, name, function):
+    with open(os.path.join(folder, name + ".yml"), encoding="utf-8") as handle:
         doc = yaml.safe_load(handle)
     assert doc["DOCUMENTATION"]["name"] == name
     assert function is getattr(rc, name)
-    assert "gpufleet.nvidia.%s" % name in doc["EXAMPLES"]
+    assert prefix + name in doc["EXAMPLES"]
+
+
+def test_the_public_filters_are_to_toml_and_from_toml():
+    assert sorted(public.FilterModule().filters()) == ["from_toml", "to_toml"]
+    assert not set(public.FilterModule().filters()) & set(rc.FilterModule().filters())
 
 
 # ---------------------------------------------------------------- the NVIDIA runtime's config.toml

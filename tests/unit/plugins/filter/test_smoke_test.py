@@ -13,7 +13,7 @@ import yaml
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpufleet.nvidia.plugins.filter import smoke_test as st
+from ansible_collections.gpufleet.nvidia.plugins.filter.internal import smoke_test as st
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import dotted
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import nvml_inventory as inv
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.module_utils import nvml_readings as readings
@@ -363,7 +363,7 @@ def test_a_run_that_stopped_keeps_no_node_without_a_verdict():
         ("node-a", True, True, None, "passed nvidia-smi"),
         ("node-b", None, False, "stopped", "not tested: the smoke test stopped before its verdict")]
     # so that the results file replaces node-b's earlier verdict (a row with no verdict is not kept)
-    from ansible_collections.gpufleet.nvidia.plugins.filter import fleet_report as fr
+    from ansible_collections.gpufleet.nvidia.plugins.filter.internal import fleet_report as fr
     earlier = {"format": 1, "written_by": "gpufleet.nvidia.site", "hosts": {"mig": {"node": "node-b", "smoke_test": {
         "node": "node-b", "ok": True, "tested": True, "verdict": "passed nvidia-smi", "time": "2026-01-01T00:00:00Z"}}}}
     kept = fr.cluster_results(json.dumps(earlier), smoke_test=rows, time="2026-11-29T03:00:00Z")["hosts"]["mig"]

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import systemd_units as su
-from ansible_collections.gpufleet.nvidia.plugins.modules import systemd_unit_files
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import systemd_unit_files
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module as run
 
 

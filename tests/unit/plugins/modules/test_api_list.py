@@ -6,7 +6,7 @@ simulated cluster in molecule gpu_cluster (the smoke test's and the device plugi
 from __future__ import annotations
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import dotted
-from ansible_collections.gpufleet.nvidia.plugins.modules import api_list
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import api_list
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import k8s_client
-from ansible_collections.gpufleet.nvidia.plugins.modules import api_patch as ap
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import api_patch as ap
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module
 
 PARAMS = {"api_version": "v1", "resource": "nodes", "namespace": None, "parallel": 4}

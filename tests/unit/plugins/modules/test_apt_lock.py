@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.modules import apt_lock
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import apt_lock
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module as run
 
 # /proc/locks with unattended-upgrades holding dpkg's frontend lock and apt-get waiting on it (the "->" line).

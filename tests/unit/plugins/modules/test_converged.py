@@ -17,7 +17,7 @@ import yaml
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.modules import converged
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import converged
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module as run
 
 DPKG = ("containerd\t1.7.24~ds1-6+b4\tinstall ok installed\n"
@@ -163,7 +163,7 @@ def test_excluded_paths_are_not_read(node, capsys):
     ("nvidia-container-toolkit", False), ("libnvidia-container1", False), ("containerd", False), ("bash", False),
 ])
 def test_the_driver_watches_its_packages_not_the_toolkits(package, watched):
-    with open(os.path.join(os.path.dirname(converged.__file__), "..", "..", "roles", "gpu_driver", "vars", "main.yml")) as handle:
+    with open(os.path.join(os.path.dirname(converged.__file__), "..", "..", "..", "roles", "gpu_driver", "vars", "main.yml")) as handle:
         expression = yaml.safe_load(handle)["__gpu_driver_converged_packages"]
     assert bool(re.search(expression, package)) is watched
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import k8s_client
-from ansible_collections.gpufleet.nvidia.plugins.modules import pod_logs as pl
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import pod_logs as pl
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module
 
 PARAMS = {"namespace": "gpufleet-smoke", "container": None, "tail_lines": 50, "parallel": 4}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils import k8s_client
-from ansible_collections.gpufleet.nvidia.plugins.modules import pods_batch as pb
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import pods_batch as pb
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module
 
 PARAMS = {"namespace": "smoke", "kind": "Pod", "request_timeout": 30, "retries": 4, "delay": 2.0, "parallel": 4}

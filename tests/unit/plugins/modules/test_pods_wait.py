@@ -6,7 +6,7 @@ against the test cluster's real control plane in molecule gpu_cluster (faults.ym
 
 from __future__ import annotations
 
-from ansible_collections.gpufleet.nvidia.plugins.modules import pods_wait as pw
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import pods_wait as pw
 
 
 def node(name, status="True", reason="KubeletReady", message="kubelet is posting ready status"):

@@ -12,7 +12,7 @@ import stat
 
 import pytest
 
-from ansible_collections.gpufleet.nvidia.plugins.modules import service_settled
+from ansible_collections.gpufleet.nvidia.plugins.modules.internal import service_settled
 from ansible_collections.gpufleet.nvidia.tests.unit.plugins.modules.module_runner import run_module as run
 
 # systemctl show containerd -p ActiveState -p SubState -p Result -p MainPID -p NRestarts -p InvocationID
