@@ -78,7 +78,7 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster bench-site-cluster bench-nvml clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-setup demo-parts controlplane-demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster bench-site-cluster bench-nvml clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a local Kubernetes control plane with site.yml, write the fleet report"
@@ -204,8 +204,19 @@ $(GPUFLEET_TEST_SSH_DIR)/id_ed25519:
 	install -d -m 700 $(GPUFLEET_TEST_SSH_DIR)
 	ssh-keygen -q -t ed25519 -N '' -C 'gpufleet.nvidia molecule containers' -f $@
 
-demo: setup
+# make demo sets up only what the demo needs (no Debian testing image, no ansible-test venvs, no SSH
+# key, one Kubernetes release), the longest first and three jobs at a time: the Kubernetes build,
+# which takes the CPUs for most of the set-up, beside the images', venv's and mirrors' downloads.
+demo: demo-setup
 	demo/run.sh
+
+demo-setup: system
+	$(MAKE) -j3 -Oline demo-parts
+
+demo-parts: controlplane-demo venv collections image-12 image-13 mirrors
+
+controlplane-demo:
+	CONTROLPLANE_NEWEST_ONLY=1 tests/controlplane/build.sh
 
 demo-clean:
 	podman rm -f --ignore gpufleet-demo-1 gpufleet-demo-2
@@ -243,8 +254,8 @@ docs-check:
 
 # What make test checks of the documentation: the site builds with warnings as errors and no
 # broken internal link; antsibull-docs' linter over the extra docs and every plugin's and role's
-# documentation; ansible-doc answers for every module, filter and role (and marks the internal
-# filters); Galaxy's importer accepts the built tarball; headless Chromium shows the front page
+# documentation; ansible-doc answers for every module, filter and role (the internal modules and
+# filters named gpufleet.nvidia.internal.* and marked so); Galaxy's importer accepts the built tarball; headless Chromium shows the front page
 # and a role page.
 docs-test: docs-check docs-site collections
 	PATH=$(DOCS_VENV)/bin:$$PATH antsibull-docs lint-collection-docs --plugin-docs --validate-collection-refs self .

@@ -11,9 +11,10 @@ out=${DEMO_OUT:-$PWD/demo-output}
 prefix=${MOLECULE_IMAGE_PREFIX:-localhost/gpufleet-debian}
 mirrors=${GPUFLEET_MIRRORS:?GPUFLEET_MIRRORS must name the local mirrors (make demo sets it)}
 declare -A nodes=([gpufleet-demo-1]=12 [gpufleet-demo-2]=13)
-# The real kubelet each node runs, built beside the control plane (tests/controlplane/build.sh):
-# the oldest supported release on Debian 12, the newest on Debian 13.
-declare -A kubelets=([gpufleet-demo-1]=.cache/controlplane/kubernetes-oldest/kubelet
+# The real kubelet each node runs, built with the control plane (tests/controlplane/build.sh): the
+# same release on both, so that the demo builds one Kubernetes (make test builds the oldest supported
+# one too, and molecule gpu_kubelet runs it).
+declare -A kubelets=([gpufleet-demo-1]=.cache/controlplane/bin/kubelet
                      [gpufleet-demo-2]=.cache/controlplane/bin/kubelet)
 cluster_state=$out/testcluster
 export GPUFLEET_DEMO_KUBECONFIG=$cluster_state/kubeconfig
@@ -25,7 +26,7 @@ banner() { printf '\n==== %s\n' "$*"; }
 
 banner "Starting the demo nodes (Debian 12 and 13 systemd containers under podman)"
 for node in "${!nodes[@]}"; do
-    [ -x "${kubelets[$node]}" ] || { echo "${kubelets[$node]} is missing: make controlplane-build builds it" >&2; exit 1; }
+    [ -x "${kubelets[$node]}" ] || { echo "${kubelets[$node]} is missing: make demo-setup builds it" >&2; exit 1; }
     podman rm -f "$node" >/dev/null 2>&1 || true
     podman run -d --name "$node" --hostname "$node" --systemd=always \
         -v "$mirrors:/srv/mirrors:ro" -v "$PWD/${kubelets[$node]}:/usr/local/lib/gpufleet-test/kubelet:ro" \
@@ -68,20 +69,20 @@ banner "Stopping the cluster"
 testcluster stop --state "$cluster_state"
 
 kubernetes_version=$(sed -n 's/^KUBERNETES_VERSION=//p' tests/controlplane/versions.env)
-oldest_version=$(sed -n 's/^KUBERNETES_OLDEST_VERSION=//p' tests/controlplane/versions.env)
 cat <<TEXT
 
 ==== Done in ${SECONDS} s: site.yml converged ${#nodes[@]} nodes and the cluster in ${site_seconds} s.
-Fleet report: $out/fleet-report.html (and fleet-report.md); site.yml's
-cluster results: $out/cluster-results.json
+Fleet report: $out/fleet-report.html (and fleet-report.md); the smoke
+verdicts it shows are kept in the cluster, in ConfigMap
+kube-system/gpufleet-cluster-results (stopped with the cluster here).
 
 What was real here:
   - Debian's NVIDIA driver packages from non-free, installed, pinned and held
     by gpu_driver (535 on Debian 12, 550 on Debian 13); nouveau blacklisted.
   - Debian's containerd, given the nvidia runtime through a drop-in by
     gpu_container_toolkit (check: podman exec gpufleet-demo-1 containerd config dump).
-  - kubelet ${oldest_version} (Debian 12, every setting a flag) and ${kubernetes_version} (Debian 13,
-    the --config-dir drop-in), built from the k8s.io/kubernetes Go module, in
+  - kubelet ${kubernetes_version} on both nodes (the --config-dir drop-in), built
+    from the k8s.io/kubernetes Go module, in
     kubeadm's unit layout: it judged gpu_kubelet's drop-in with the GPU labels
     and taint by its own flag parsing, configuration loading and validation,
     through the role's restart and its check that kubelet stays up.
