@@ -15,9 +15,12 @@ description:
     C(gpu_dra_driver_report) and C(gpu_smoke_test_report)) into the results the ConfigMap O(namespace)/O(name)
     holds, host by host, as the P(gpufleet.nvidia.internal.cluster_results#filter) filter merges them into a file; the fleet
     report (C(gpufleet.nvidia.report)) reads them back from there, from any folder, controller or AWX job.
-  - Read, merge and write are one step against concurrent writers (two runs, job slices) - the write names the
-    C(resourceVersion) it read, and when another writer came first (HTTP 409) the ConfigMap is read and merged
-    again, at most O(conflict_retries) more times. A ConfigMap that does not exist yet is created.
+  - Read, merge and write are one step against concurrent writers (two runs, job slices) - the write is a JSON merge
+    patch of the results' keys alone that names the C(resourceVersion) it read, and when another writer came first
+    (HTTP 409), or deleted the ConfigMap, it is read and merged again, at most O(conflict_retries) more times. A
+    ConfigMap that does not exist yet is created. Its other keys, labels, annotations and owners are left as they are.
+  - Results it cannot read (another format, as a newer collection would write, or not JSON) are never replaced -
+    the module fails, naming the ConfigMap to delete.
   - The results are JSON text under the data key C(results.json); past 768 KiB (a large fleet) they are kept
     gzip-compressed under the binaryData key C(results.json.gz) instead, as a ConfigMap holds at most 1 MiB.
   - A request answered with HTTP 429 (after its C(Retry-After), at most 30 s), 500, 502, 503 or 504, or not
@@ -68,7 +71,7 @@ attributes:
   check_mode:
     description: Can run in check mode.
     support: full
-    details: The ConfigMap is read and merged, and the write sent as a server-side dry run (C(dryRun=All)).
+    details: The ConfigMap is read and merged, and the write (create or patch) sent as a server-side dry run (C(dryRun=All)).
   diff_mode:
     description: Shows a diff of what changed.
     support: full
@@ -125,12 +128,15 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.cluster_results import (
-    configmap_content, configmap_text, configmap_where, merged_results, results_hosts)
+    CONFIGMAP_GZIP_KEY, CONFIGMAP_KEY, configmap_content, configmap_text, configmap_where, merged_results,
+    results_hosts)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import (
     AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, Requests, api_client, auth_settings, path_of,
     request, unsupported_settings)
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpufleet.nvidia"}
+KEYS = (CONFIGMAP_KEY, CONFIGMAP_GZIP_KEY)
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class StoreFailed(Exception):
@@ -158,49 +164,60 @@ def store(calls, params, check_mode):
         if failure and failure[0] != 404:
             raise StoreFailed("reading %s: %s (tried %d time%s)" % (where, said(failure), tries, "" if tries == 1 else "s"))
         text, problem = configmap_text(current, where)
-        before, dummy = results_hosts(text, where)
+        before, problem = (results_hosts(text, where) if not problem else ({}, problem))
+        if problem:
+            # Shared by every run, controller and AWX job: results this collection cannot read (a newer format, not
+            # JSON) are never replaced by an older writer's.
+            raise StoreFailed("%s holds what this collection cannot read: %s. Delete it (kubectl -n %s delete configmap "
+                              "%s) to start anew, or keep the results elsewhere (gpufleet_results_configmap, "
+                              "gpufleet_cluster_results)" % (where, problem, params["namespace"], params["name"]))
         results = merged_results(text, params["device_plugin"], params["smoke_test"], params["time"], params["dra"])
         data, binary, size = configmap_content(results)
         hosts = changed_hosts(before, results["hosts"])
         result = dict(results=results, created=current is None, compressed=binary is not None, size=size,
-                      conflicts=conflicts, changed=bool(hosts) or current is None or bool(problem),
+                      conflicts=conflicts, changed=bool(hosts) or current is None,
                       diff=dict(before={host: before[host] for host in hosts if host in before},
                                 after={host: results["hosts"][host] for host in hosts if host in results["hosts"]},
                                 before_header="%s (hosts whose rows changed)" % where,
                                 after_header="%s (hosts whose rows changed)" % where))
-        if not result["changed"] and (current.get("data") or {}) == (data or {}) \
-                and (current.get("binaryData") or {}) == (binary or {}):
+        if current is not None and not result["changed"] \
+                and {key: value for key, value in (current.get("data") or {}).items() if key in KEYS} == (data or {}) \
+                and {key: value for key, value in (current.get("binaryData") or {}).items() if key in KEYS} == (binary or {}):
             return result
-        body = {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": params["name"], "namespace": params["namespace"], "labels": dict(MANAGED_BY)}}
-        if data is not None:
-            body["data"] = data
-        if binary is not None:
-            body["binaryData"] = binary
         if current is None:
+            body = {"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": params["name"], "namespace": params["namespace"], "labels": dict(MANAGED_BY)}}
+            if data is not None:
+                body["data"] = data
+            if binary is not None:
+                body["binaryData"] = binary
             answer, failure, tries = calls.call("POST", configmap_path(params["namespace"]), dry, body)
             verb = "creating"
         else:
-            metadata = current.get("metadata") or {}
-            body["metadata"]["labels"] = dict(metadata.get("labels") or {}, **MANAGED_BY)
-            if metadata.get("annotations"):
-                body["metadata"]["annotations"] = metadata["annotations"]
-            body["metadata"]["resourceVersion"] = metadata.get("resourceVersion")
-            answer, failure, tries = calls.call("PUT", configmap_path(params["namespace"], params["name"]), dry, body)
+            # A JSON merge patch of the results' keys alone (the other keys, labels, annotations and owners stay as
+            # they are), refused with 409 when the ConfigMap changed since it was read (its resourceVersion).
+            patch = {"metadata": {"resourceVersion": (current.get("metadata") or {}).get("resourceVersion"),
+                                  "labels": dict(MANAGED_BY)},
+                     "data": {CONFIGMAP_KEY: (data or {}).get(CONFIGMAP_KEY)},
+                     "binaryData": {CONFIGMAP_GZIP_KEY: (binary or {}).get(CONFIGMAP_GZIP_KEY)}}
+            answer, failure, tries = calls.call("PATCH", configmap_path(params["namespace"], params["name"]), dry, patch)
             verb = "writing"
         if answer is not None:
             result["changed"] = True
             return result
-        # 409: another writer came first (a newer resourceVersion, or it created the ConfigMap): read again.
-        if failure[0] == 409 and conflicts < params["conflict_retries"]:
+        # 409: another writer came first (a newer resourceVersion, or it created the ConfigMap); 404 on the patch: the
+        # ConfigMap was deleted since it was read. Read again.
+        if (failure[0] == 409 or (failure[0] == 404 and current is not None)) and conflicts < params["conflict_retries"]:
             conflicts += 1
             continue
         if failure[0] == 404 and current is None:
             raise StoreFailed("%s %s: namespace %s does not exist (give one that does: gpufleet_results_namespace): %s" % (
                 verb, where, params["namespace"], said(failure)))
-        raise StoreFailed("%s %s: %s (tried %d time%s%s)" % (
+        hint = (" (an immutable ConfigMap cannot be written: delete it, and the next run creates it)"
+                if failure[0] == 422 else "")
+        raise StoreFailed("%s %s: %s (tried %d time%s%s)%s" % (
             verb, where, said(failure), tries, "" if tries == 1 else "s",
-            ", after %d conflicting writes" % conflicts if conflicts else ""))
+            ", after %d conflicting writes" % conflicts if conflicts else "", hint))
 
 
 def said(failure):
@@ -247,8 +264,11 @@ def main():
     except Exception as error:  # pylint: disable=broad-except
         module.fail_json(msg="cluster_results_store: could not configure the Kubernetes client: %s" % error,
                          conflicts=0, requests=0)
-    calls = Requests(lambda method, where, query, body, timeout: request(client, method, where, query, body, timeout),
-                     params["retries"], params["delay"], params["request_timeout"])
+    def send(method, where, query, body, timeout):
+        return request(client, method, where, query, body, timeout,
+                       content_type=MERGE_PATCH if method == "PATCH" else "application/json")
+
+    calls = Requests(send, params["retries"], params["delay"], params["request_timeout"])
     try:
         result = store(calls, params, module.check_mode)
     except (StoreFailed, ValueError) as error:

@@ -313,7 +313,9 @@ def report_rendered(value, **variables):
 def test_report_reads_the_nodes_where_site_yml_labels_them():
     read = task(REPORT_PLAY, "Read the Nodes")
     label = task(CLUSTER, "Label the GPU nodes as their kubelet does")["gpufleet.nvidia.internal.api_patch"]
-    assert (REPORT_READ["delegate_to"], REPORT_READ["run_once"]) == ("{{ __gpufleet_report_api }}", True)
+    # omit without an API host: delegate_to is worked out before when, and an empty one fails the task.
+    assert (REPORT_READ["delegate_to"], REPORT_READ["run_once"]) == ("{{ __gpufleet_report_api | default(omit, true) }}",
+                                                                   True)
     assert read["ignore_errors"] is True
     # The API host's own variables, as site.yml's cluster part reads them there (group_vars of the control plane).
     api_vars = {"gpu_device_plugin_kubeconfig": "", "gpufleet_kubeconfig": "/etc/kubernetes/admin.conf",
@@ -323,6 +325,11 @@ def test_report_reads_the_nodes_where_site_yml_labels_them():
     assert rendered(REPORT_PLAY, read["kubernetes.core.k8s_info"]["kubeconfig"], **variables) == \
         rendered(CLUSTER, label["kubeconfig"], **api_vars) == "/etc/kubernetes/admin.conf"
     assert rendered(REPORT_PLAY, read["kubernetes.core.k8s_info"]["context"], **variables) == "fleet"
+    # Not on the API host but given to the play (-e, or the vars of a playbook that imports report.yml), as
+    # site.yml's cluster part sees them there.
+    variables["hostvars"]["cp-1"] = {}
+    assert rendered(REPORT_PLAY, read["kubernetes.core.k8s_info"]["kubeconfig"], gpufleet_kubeconfig="/srv/kc",
+                    **variables) == "/srv/kc"
     assert holds(REPORT_PLAY, REPORT_READ["when"], **variables)
     assert not holds(REPORT_PLAY, REPORT_READ["when"], hostvars={"localhost": {"gpufleet_api_host": ""}})
 
@@ -1024,7 +1031,7 @@ def test_site_checks_where_the_results_go_before_any_change(settings, words):
                  "inventory_hostname": "gpu-a"}
     errors = rendered(play, trusted("{{ __gpufleet_results_errors }}"), **variables)
     assert errors == ([] if words is None else [errors[0]]) and (words is None or errors[0].startswith(words))
-    # No API host: the first host's own.
-    variables = {"hostvars": {"localhost": {}, "gpu-a": settings}, "inventory_hostname": "gpu-a"}
+    # No API host: as the play sees them (-e, the vars of a playbook that imports site.yml, this host's).
+    variables = dict(settings, hostvars={"localhost": {}, "gpu-a": {}}, inventory_hostname="gpu-a")
     assert len(rendered(play, trusted("{{ __gpufleet_results_errors }}"), **variables)) == (0 if words is None else 1)
     assert RESULTS_CHECK["run_once"] is True

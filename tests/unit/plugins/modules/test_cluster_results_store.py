@@ -31,6 +31,19 @@ def status(code, reason, message=""):
                                                           "message": message, "code": code}), {})
 
 
+def merge_patch(before, patch):
+    """RFC 7386, as the API server applies application/merge-patch+json."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = copy.deepcopy(before) if isinstance(before, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
 class ConfigMaps:
     """The API's answers for the ConfigMaps of the namespaces it has; ``before_write`` runs before each write is
     judged (another writer's change between this one's read and write)."""
@@ -66,17 +79,25 @@ class ConfigMaps:
         pending, self.before_write = self.before_write, []
         for change in pending:
             change(self)
-        name = body["metadata"]["name"]
+        name = parts[5] if method == "PATCH" else body["metadata"]["name"]
         current = self.objects.get((namespace, name))
         if method == "POST" and current is not None:
             raise status(409, "AlreadyExists", 'configmaps "%s" already exists' % name)
-        if method == "PUT" and body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
-            raise status(409, "Conflict", "the object has been modified; please apply your changes to the latest "
-                                          "version and try again")
+        if method == "PATCH":
+            if current is None:
+                raise status(404, "NotFound", 'configmaps "%s" not found' % name)
+            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                raise status(409, "Conflict", "the object has been modified; please apply your changes to the latest "
+                                              "version and try again")
+            if current.get("immutable"):
+                raise status(422, "Invalid", 'ConfigMap "%s" is invalid: data: Forbidden: field is immutable when '
+                                             '`immutable` is set' % name)
+            written = merge_patch(current, body)
+        else:
+            written = copy.deepcopy(body)
         if query == {"dryRun": "All"}:
-            return dict(body)
+            return written
         self.version += 1
-        written = copy.deepcopy(body)
         written["metadata"]["resourceVersion"] = str(self.version)
         self.objects[(namespace, name)] = written
         return copy.deepcopy(written)
@@ -110,7 +131,7 @@ def test_the_first_run_creates_the_configmap_and_a_later_one_merges_into_it():
     api.sent.clear()
     later = run(api, smoke_test=[smoke("gpu-b")], time=LATER)
     assert later["changed"] and not later["created"]
-    assert [sent[0] for sent in api.sent] == ["GET", "PUT"]
+    assert [sent[0] for sent in api.sent] == ["GET", "PATCH"]
     assert api.sent[1][3]["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
     kept = api.kept()["hosts"]
     assert (kept["gpu-a"]["smoke_test"]["time"], kept["gpu-b"]["smoke_test"]["time"]) == (TIME, LATER)
@@ -145,7 +166,7 @@ def test_another_writer_between_read_and_write_is_read_and_merged_again():
     api.sent.clear()
     result = run(api, smoke_test=[smoke("gpu-b")], time=LATER)
     assert result["changed"] and result["conflicts"] == 1
-    assert [sent[0] for sent in api.sent] == ["GET", "PUT", "GET", "PUT"]
+    assert [sent[0] for sent in api.sent] == ["GET", "PATCH", "GET", "PATCH"]
     assert sorted(api.kept()["hosts"]) == ["gpu-a", "gpu-b", "gpu-z"]
 
 
@@ -156,7 +177,7 @@ def test_two_first_runs_at_once_both_land():
             None, smoke_test=[smoke("gpu-z")], time=TIME))}))
     result = run(api, smoke_test=[smoke("gpu-a")])
     assert result["conflicts"] == 1 and not result["created"]
-    assert [sent[0] for sent in api.sent] == ["GET", "POST", "GET", "PUT"]
+    assert [sent[0] for sent in api.sent] == ["GET", "POST", "GET", "PATCH"]
     assert sorted(api.kept()["hosts"]) == ["gpu-a", "gpu-z"]
 
 
@@ -192,11 +213,59 @@ def test_refusals_name_the_configmap_and_what_to_do():
         run(ConfigMaps(refuse=forbidden), smoke_test=[smoke("gpu-a")])
 
 
-def test_content_that_is_not_ours_is_replaced():
+def test_results_it_cannot_read_are_never_replaced():
+    # A newer collection's format, or not JSON: another writer's, which an older run must not wipe.
+    for data in ({"results.json": json.dumps({"format": 2, "written_by": "gpufleet.nvidia.site", "hosts": {}})},
+                 {"results.json": "not json"}):
+        api = ConfigMaps()
+        api.put_other("kube-system", "gpufleet-cluster-results", data=data)
+        with pytest.raises(store.StoreFailed, match=r"ConfigMap kube-system/gpufleet-cluster-results holds what this "
+                                                    r"collection cannot read: .*kubectl -n kube-system delete configmap "
+                                                    r"gpufleet-cluster-results"):
+            run(api, smoke_test=[smoke("gpu-a")])
+        assert [sent[0] for sent in api.sent] == ["GET"]
+
+
+def test_the_configmaps_other_keys_labels_and_owners_are_kept():
     api = ConfigMaps()
-    api.put_other("kube-system", "gpufleet-cluster-results", data={"results.json": "not json"})
-    result = run(api, smoke_test=[smoke("gpu-a")])
-    assert result["changed"] and list(api.kept()["hosts"]) == ["gpu-a"]
+    api.put_other("kube-system", "gpufleet-cluster-results", data={"notes": "ours", "results.json": json.dumps(
+        cr.merged_results(None, smoke_test=[smoke("gpu-z")], time=TIME))})
+    kept = api.objects[("kube-system", "gpufleet-cluster-results")]
+    kept["metadata"].update(labels={"team": "gpu"}, ownerReferences=[{"kind": "Thing", "name": "x"}])
+    run(api, smoke_test=[smoke("gpu-a")], time=LATER)
+    now = api.objects[("kube-system", "gpufleet-cluster-results")]
+    assert now["data"]["notes"] == "ours" and now["metadata"]["ownerReferences"] == [{"kind": "Thing", "name": "x"}]
+    assert now["metadata"]["labels"] == {"team": "gpu", "app.kubernetes.io/managed-by": "gpufleet.nvidia"}
+    assert sorted(api.kept()["hosts"]) == ["gpu-a", "gpu-z"]
+
+
+def test_a_configmap_deleted_between_read_and_write_is_created_again():
+    api = ConfigMaps()
+    run(api, smoke_test=[smoke("gpu-a")])
+    api.before_write.append(lambda server: server.objects.clear())
+    api.sent.clear()
+    result = run(api, smoke_test=[smoke("gpu-b")], time=LATER)
+    assert [sent[0] for sent in api.sent] == ["GET", "PATCH", "GET", "POST"]
+    assert result["created"] and list(api.kept()["hosts"]) == ["gpu-b"]
+
+
+def test_an_immutable_configmap_is_named_with_what_to_do():
+    api = ConfigMaps()
+    run(api, smoke_test=[smoke("gpu-a")])
+    api.objects[("kube-system", "gpufleet-cluster-results")]["immutable"] = True
+    with pytest.raises(store.StoreFailed, match=r"HTTP 422 Invalid: .*immutable.* \(an immutable ConfigMap cannot be "
+                                                r"written: delete it, and the next run creates it\)"):
+        run(api, smoke_test=[smoke("gpu-b")], time=LATER)
+
+
+def test_results_grown_past_the_text_limit_move_to_binary_data():
+    api = ConfigMaps()
+    run(api, smoke_test=fleet_rows(100))
+    assert list(api.objects[("kube-system", "gpufleet-cluster-results")]["data"]) == ["results.json"]
+    run(api, smoke_test=fleet_rows(3000), time=LATER)
+    now = api.objects[("kube-system", "gpufleet-cluster-results")]
+    assert now.get("data", {}) == {} and list(now["binaryData"]) == ["results.json.gz"]
+    assert len(api.kept()["hosts"]) == 3000
 
 
 def fleet_rows(count):
