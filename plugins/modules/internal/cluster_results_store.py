@@ -264,6 +264,7 @@ def main():
     except Exception as error:  # pylint: disable=broad-except
         module.fail_json(msg="cluster_results_store: could not configure the Kubernetes client: %s" % error,
                          conflicts=0, requests=0)
+
     def send(method, where, query, body, timeout):
         return request(client, method, where, query, body, timeout,
                        content_type=MERGE_PATCH if method == "PATCH" else "application/json")

@@ -314,8 +314,8 @@ def test_report_reads_the_nodes_where_site_yml_labels_them():
     read = task(REPORT_PLAY, "Read the Nodes")
     label = task(CLUSTER, "Label the GPU nodes as their kubelet does")["gpufleet.nvidia.internal.api_patch"]
     # omit without an API host: delegate_to is worked out before when, and an empty one fails the task.
-    assert (REPORT_READ["delegate_to"], REPORT_READ["run_once"]) == ("{{ __gpufleet_report_api | default(omit, true) }}",
-                                                                   True)
+    assert REPORT_READ["delegate_to"] == "{{ __gpufleet_report_api | default(omit, true) }}"
+    assert REPORT_READ["run_once"] is True
     assert read["ignore_errors"] is True
     # The API host's own variables, as site.yml's cluster part reads them there (group_vars of the control plane).
     api_vars = {"gpu_device_plugin_kubeconfig": "", "gpufleet_kubeconfig": "/etc/kubernetes/admin.conf",
