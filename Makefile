@@ -78,7 +78,7 @@ export GPUFLEET_TEST_BYTECODE_DIR := $(CURDIR)/.cache/zip-bytecode
 # A recipe that fails leaves no target behind (a venv stamp, a key) that would pass for done.
 .DELETE_ON_ERROR:
 
-.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-setup demo-parts controlplane-demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build bench bench-driver bench-scale bench-rerun bench-cluster bench-site-cluster bench-nvml clean
+.PHONY: help setup system uv pythons venv venvs venv-oldest collections podman images image-12 image-13 image-forky mirrors nodetools-build ssh-key demo demo-setup demo-parts controlplane-demo demo-clean test lint docs docs-site docs-check docs-test docs-venv playbooks-check sanity units package molecule molecule-oldest controlplane controlplane-build realnode realnode-build bench bench-driver bench-scale bench-rerun bench-cluster bench-site-cluster bench-nvml clean
 
 help:
 	@echo "make demo    converge two local Debian containers and a local Kubernetes control plane with site.yml, write the fleet report"
@@ -315,6 +315,16 @@ controlplane-build:
 # kwok's Nodes and pods, the fault proxy), driven by kubectl and the kubernetes Python client.
 controlplane: venv controlplane-build
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/controlplane/tests
+
+# The real nodes (tests/realnode): the pause image (from the pinned Kubernetes tag's pause.c), a
+# workload image and the node image (Debian 13 with Debian's containerd, runc and CNI plugins).
+realnode-build: image-13 controlplane-build
+	tests/realnode/build.sh
+
+# Real nodes joined by kubeadm to the control plane, their pods run by containerd, each failure
+# beside a kwok Node where it does not show.
+realnode: venv realnode-build
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/realnode/tests
 
 # Each scenario in turn with the ansible-core of the venv whose bin/ leads PATH.
 define run_scenarios

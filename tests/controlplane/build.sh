@@ -2,11 +2,11 @@
 # Build the test control plane's binaries at the pinned versions (tests/controlplane/versions.env)
 # from the Go module proxy, through the wrapper modules of tests/controlplane/modules/, into
 #   .cache/controlplane/bin/                kube-apiserver kube-controller-manager kube-scheduler
-#                                           kubelet (KUBERNETES_VERSION), kwok, etcd
+#                                           kubelet kubeadm (KUBERNETES_VERSION), kwok, etcd
 #   .cache/controlplane/kubernetes-oldest/  kube-apiserver kube-controller-manager kube-scheduler
 #                                           kubelet (KUBERNETES_OLDEST_VERSION)
-# kubelet runs in no test cluster (kwok keeps the Nodes): molecule/gpu_kubelet's containers run it
-# to judge the flags and configuration gpu_kubelet gives it.
+# kubelet and kubeadm run on the real nodes of tests/realnode (kubeadm join), and molecule/gpu_kubelet's
+# containers run kubelet to judge the flags and configuration gpu_kubelet gives it.
 # Go's own caches (GOMODCACHE, GOCACHE) keep the downloaded modules and compiled packages, so a
 # second build on the same machine (any clone) only links. A binary whose stamp (versions and
 # go.sum) matches is kept as it is. etcd comes from Debian's archive (etcd-server of trixie).
@@ -35,10 +35,11 @@ timed() {  # name, command...: run it, print its wall and CPU seconds
 # kube-apiserver, kube-controller-manager, kube-scheduler and kubelet: stamped as upstream's
 # hack/lib/version.sh stamps them, so that /version and --version say the pinned release. The
 # newest release goes to $out with kwok and etcd; the oldest supported one to its own folder beside it.
-build_kubernetes() {  # wrapper module, version, folder
+build_kubernetes() {  # wrapper module, version, folder, binary...
     local module=$1 version=$2 dir=$3 minor ldflags pkg binary fresh=true
+    shift 3
     mkdir -p "$dir"
-    for binary in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+    for binary in "$@"; do
         fresh "$module" "$binary" "$dir" || fresh=false
     done
     if ! $fresh; then
@@ -49,16 +50,17 @@ build_kubernetes() {  # wrapper module, version, folder
             ldflags="$ldflags -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
         done
         (cd "modules/$module" && timed "kubernetes $version" go build -tags selinux,notest,grpcnotrace -ldflags "$ldflags" \
-            -o "$dir/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-            k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet)
-        for binary in kube-apiserver kube-controller-manager kube-scheduler kubelet; do stamp "$module" > "$dir/.$binary.stamp"; done
+            -o "$dir/" "${@/#/k8s.io/kubernetes/cmd/}")
+        for binary in "$@"; do stamp "$module" > "$dir/.$binary.stamp"; done
     fi
     "$dir/kube-apiserver" --version
     "$dir/kubelet" --version
 }
-build_kubernetes kubernetes "$KUBERNETES_VERSION" "$out"
+# kubeadm only at the newest release: it joins the real nodes (tests/realnode) to the newest control plane.
+build_kubernetes kubernetes "$KUBERNETES_VERSION" "$out" kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm
 # CONTROLPLANE_NEWEST_ONLY=1 skips it (a developer's quick build; make test builds both)
-[ -n "${CONTROLPLANE_NEWEST_ONLY:-}" ] || build_kubernetes kubernetes-oldest "$KUBERNETES_OLDEST_VERSION" "$(dirname "$out")/kubernetes-oldest"
+[ -n "${CONTROLPLANE_NEWEST_ONLY:-}" ] || build_kubernetes kubernetes-oldest "$KUBERNETES_OLDEST_VERSION" "$(dirname "$out")/kubernetes-oldest" \
+    kube-apiserver kube-controller-manager kube-scheduler kubelet
 
 if ! fresh kwok kwok; then
     (cd modules/kwok && timed kwok go build -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION" -o "$out/" sigs.k8s.io/kwok/cmd/kwok)

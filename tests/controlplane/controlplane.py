@@ -108,7 +108,7 @@ def make_ca(pki, name, subject):
             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", "-out", f"{name}.crt", cwd=pki)
 
 
-def make_pki(pki, users):
+def make_pki(pki, users, node_address=None):
     pki.mkdir(parents=True, exist_ok=True)
     make_ca(pki, "ca", "/CN=gpufleet-test-ca")
     # the front proxy's own CA, as kubeadm keeps one: the fault proxy tells the API server who the
@@ -117,7 +117,8 @@ def make_pki(pki, users):
     issue(pki, "front-proxy-client", "/CN=front-proxy-client", client=True, ca="front-proxy-ca")
     issue(pki, "apiserver", "/CN=kube-apiserver", server=True,
           sans=["IP:127.0.0.1", "DNS:localhost", "IP:10.96.0.1", "DNS:kubernetes",
-                "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local"])
+                "DNS:kubernetes.default", "DNS:kubernetes.default.svc", "DNS:kubernetes.default.svc.cluster.local",
+                *([f"IP:{node_address}"] if node_address else [])])
     # kwok serves the kubelet API (logs, exec) of every fake node on one loopback address
     issue(pki, "kwok-serving", "/CN=kwok-kubelet", server=True, sans=["IP:127.0.0.1", "DNS:localhost"])
     # kube-controller-manager's and kube-scheduler's health endpoints (else a self-signed certificate)
@@ -169,7 +170,9 @@ def component_args(name, bindir, state, ports, settings):
     kubernetes_bin = settings.get("kubernetes_bin") or bindir
     if name == "kube-apiserver":
         return [kubernetes_bin / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{ports['etcd']}",
-                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={ports['kube-apiserver']}",
+                # real nodes (realnode.py) reach it on the podman bridge's address as well
+                f"--bind-address={'0.0.0.0' if settings.get('node_address') else '127.0.0.1'}",
+                "--advertise-address=127.0.0.1", f"--secure-port={ports['kube-apiserver']}",
                 # the `kubernetes` Service cannot point at a loopback address (as kwokctl runs it)
                 "--endpoint-reconciler-type=none",
                 f"--tls-cert-file={pki / 'apiserver.crt'}", f"--tls-private-key-file={pki / 'apiserver.key'}",
@@ -376,9 +379,10 @@ def serve(args):
     shutil.rmtree(etcd_dir, ignore_errors=True)
     settings = {"kubernetes_bin": kubernetes_bin, "etcd_dir": etcd_dir, "node_grace": args.node_grace, "lease_seconds": args.lease_seconds,
                 "gpu_nodes": args.gpu_nodes, "gpu_nodes_python": args.gpu_nodes_python,
-                "apiserver_args": args.apiserver_arg, "controller_manager_args": args.controller_manager_arg}
+                "apiserver_args": args.apiserver_arg, "controller_manager_args": args.controller_manager_arg,
+                "node_address": args.node_address}
     pki = state / "pki"
-    make_pki(pki, args.user)
+    make_pki(pki, args.user, args.node_address)
     ports = {name: free_port() for name in ("etcd", "etcd-peer", "kube-apiserver", "kube-controller-manager",
                                             "kube-scheduler", "kwok", "faultproxy")}
     direct = f"https://127.0.0.1:{ports['kube-apiserver']}"
@@ -388,6 +392,10 @@ def serve(args):
         kubeconfig(state / "kubeconfigs" / f"{name}.kubeconfig", direct, pki, name, name)
     kubeconfig(state / "admin.kubeconfig", server, pki, "admin", "gpufleet-test-admin")
     kubeconfig(state / "direct" / "admin.kubeconfig", direct, pki, "admin", "gpufleet-test-admin")
+    if args.node_address:
+        # what kubeadm's phases read the cluster's address and CA from (cluster-info), for real nodes
+        kubeconfig(state / "nodes" / "admin.kubeconfig", f"https://{args.node_address}:{ports['kube-apiserver']}",
+                   pki, "admin", "gpufleet-test-admin")
     for user in args.user:
         kubeconfig(state / "users" / f"{user}.kubeconfig", server, pki, f"user-{user}", user)
     (state / "faults.json").write_text("[]\n")
@@ -416,7 +424,9 @@ def serve(args):
         begin = time.monotonic()
         wait_default_service_account(direct, context, args.ready_timeout)
         timings["default ServiceAccount"] = round(time.monotonic() - begin, 2)
-        endpoints = {"server": server, "direct": direct, "ports": ports, "pid": os.getpid(), "ready_seconds": timings,
+        node_server = f"https://{args.node_address}:{ports['kube-apiserver']}" if args.node_address else None
+        endpoints = {"server": server, "direct": direct, "ports": ports, "node_server": node_server,
+                     "pid": os.getpid(), "ready_seconds": timings,
                      "kubeconfig": str(state / "admin.kubeconfig"),
                      "users": {user: str(state / "users" / f"{user}.kubeconfig") for user in args.user}}
         (state / "endpoints.json").write_text(json.dumps(endpoints, indent=1) + "\n")
@@ -535,6 +545,8 @@ def parser():
         cmd.add_argument("--apiserver-arg", action="append", default=[], help="one more kube-apiserver flag")
         cmd.add_argument("--controller-manager-arg", action="append", default=[],
                          help="one more kube-controller-manager flag")
+        cmd.add_argument("--node-address", help="also serve the API on this address of the machine (the podman "
+                                                "bridge's gateway), for real nodes in containers (realnode.py)")
         cmd.add_argument("--ready-timeout", type=float, default=60, help="seconds each component has to be ready")
         cmd.add_argument("--gpu-nodes", help="a cluster file: its Nodes, namespaces and objects are written, and "
                                              "gpunodes.py plays the GPU side of its nodes' kubelets")

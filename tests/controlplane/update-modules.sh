@@ -33,7 +33,7 @@ read_tag() {
 write_kubernetes() {  # module name, Kubernetes version (read_tag run for it)
     cat <<GOMOD
 // A wrapper module that exists only to build kube-apiserver, kube-controller-manager,
-// kube-scheduler and kubelet $2 for the tests, from the Go module proxy.
+// kube-scheduler, kubelet and kubeadm $2 for the tests, from the Go module proxy.
 // Written by tests/controlplane/update-modules.sh from the tag's own go.mod: do not edit.
 module gpufleet.test/controlplane/$1
 
@@ -45,6 +45,7 @@ tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-scheduler
+	k8s.io/kubernetes/cmd/kubeadm
 	k8s.io/kubernetes/cmd/kubelet
 )
 
