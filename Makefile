@@ -322,8 +322,9 @@ realnode-build: image-13 controlplane-build
 	tests/realnode/build.sh
 
 # Real nodes joined by kubeadm to the control plane, their pods run by containerd, each failure
-# beside a kwok Node where it does not show.
-realnode: venv realnode-build
+# beside a kwok Node where it does not show; gpu_container_toolkit on one with a GPU side, its pods
+# started by NVIDIA's runtime (the toolkit from the local mirror, NVML's mock from nodetools).
+realnode: venv collections realnode-build mirrors
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider tests/realnode/tests
 
 # Each scenario in turn with the ansible-core of the venv whose bin/ leads PATH.

@@ -118,7 +118,8 @@ def build_jobs():
         Job("control plane build", "set-up", make("controlplane-build"), needs=["system"], estimate=750),
         Job("control plane", "cluster", make("controlplane"), needs=["venv", "control plane build"], estimate=180),
         Job("real node build", "set-up", make("realnode-build"), needs=["image 13", "control plane build"], estimate=30),
-        Job("real node", "cluster", make("realnode"), needs=["venv", "real node build"], estimate=70),
+        Job("real node", "cluster", make("realnode"), needs=["venv", "collections", "real node build", "mirrors"],
+            estimate=140),
         Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
     ]
     for core in cores:

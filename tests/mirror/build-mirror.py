@@ -9,9 +9,10 @@ serves as a plain "newer candidate" mirror.  Every package carries
 /usr/share/doc/<name>/STAND-IN, plus the few files a list gives it (an apt
 preferences file, a systemd unit and the shell script it runs), each saying it
 is a stand-in: they have NVIDIA's package names and version strings but are
-NOT NVIDIA software.  The one exception is a file a list takes from ``source``:
+NOT NVIDIA software.  The exceptions are the files a list takes from ``source``:
 a real program built for the tests from its maker's source at a pinned version
-(tests/nodetools: NVIDIA's nvidia-ctk), which the package's STAND-IN text names.
+(tests/nodetools: NVIDIA's nvidia-ctk, nvidia-container-runtime and nvidia-cdi-hook),
+which the package's STAND-IN text names.
 
     build-mirror.py --packages packages-cuda.json --out DIR [--key-name NAME] [--sources DIR]
     build-mirror.py --self-check [--packages FILE] [--sources DIR]
@@ -80,7 +81,7 @@ installed on a real system.
 """
 
 REAL_FILE_TEXT = """\
-The one exception: {path} is a real program, not a stand-in. It was built for
+An exception: {path} is a real program, not a stand-in. It was built for
 these tests from its maker's source at a pinned version (tests/nodetools in
 the gpufleet.nvidia repository); the package around it is still a stand-in.
 """

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Build NVIDIA's node-side tools for the tests at the pinned versions (tests/nodetools/versions.env)
 # from the Go module proxy, through the modules of tests/nodetools/modules/, into
-#   .cache/nodetools/bin/   nvidia-ctk (NVIDIA_CONTAINER_TOOLKIT_VERSION, modules/container-toolkit)
+#   .cache/nodetools/bin/   nvidia-ctk, nvidia-container-runtime, nvidia-container-runtime-hook,
+#                           nvidia-cdi-hook
+#                           (NVIDIA_CONTAINER_TOOLKIT_VERSION, modules/container-toolkit)
 #                           as NVIDIA's own Makefile builds it: with cgo (go-nvml loads
 #                           libnvidia-ml.so.1 at run time) and its linker flags, the version
 #                           stamped into internal/info
+#                           nvidia-smi, a STAND-IN of ours (modules/nvidia-smi): -L and --version over NVML
 #   .cache/nodetools/lib/   libnvidia-ml.so.1 (GO_NVML_VERSION, modules/nvml-mock): NVML's C
 #                           functions answered by go-nvml's NVML mock, for LD_LIBRARY_PATH
 # Go's own caches (GOMODCACHE, GOCACHE) keep the downloaded modules and compiled packages, so a
@@ -38,15 +41,33 @@ fresh() {  # module, file built
     [ -f "$2" ] && [ "$(cat "$(dirname "$2")/.$(basename "$2").stamp" 2>/dev/null)" = "$(stamp "$1")" ]
 }
 
-if ! fresh container-toolkit "$out/nvidia-ctk"; then
+toolkit=(nvidia-ctk nvidia-container-runtime nvidia-container-runtime-hook nvidia-cdi-hook)
+fresh_toolkit=true
+for program in "${toolkit[@]}"; do fresh container-toolkit "$out/$program" || fresh_toolkit=false; done
+if ! $fresh_toolkit; then
     info=github.com/NVIDIA/nvidia-container-toolkit/internal/info
     extldflags="-Wl,--export-dynamic -Wl,--unresolved-symbols=ignore-in-object-files -Wl,-z,lazy"
-    (cd modules/container-toolkit && /usr/bin/time -f "build nvidia-ctk: %e s wall, %U s user, %S s system, %M KiB peak" \
+    (cd modules/container-toolkit && /usr/bin/time -f "build ${toolkit[*]}: %e s wall, %U s user, %S s system, %M KiB peak" \
         go build -ldflags "-s -w '-extldflags=$extldflags' -X $info.version=${NVIDIA_CONTAINER_TOOLKIT_VERSION#v}" \
-        -o "$out/" github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk)
-    stamp container-toolkit > "$out/.nvidia-ctk.stamp"
+        -o "$out/" "${toolkit[@]/#/github.com/NVIDIA/nvidia-container-toolkit/cmd/}")
+    for program in "${toolkit[@]}"; do stamp container-toolkit > "$out/.$program.stamp"; done
 fi
 "$out/nvidia-ctk" --version
+"$out/nvidia-container-runtime" --version | sed -n 1p
+"$out/nvidia-container-runtime-hook" --version | sed -n 1p
+"$out/nvidia-cdi-hook" --version | sed -n 1p
+
+# nvidia-smi's STAND-IN (modules/nvidia-smi/main.go): -L and --version over NVML through go-nvml,
+# for the real nodes' GPU side (tests/realnode), where NVIDIA's container runtime mounts it into
+# containers as it mounts the driver's nvidia-smi. NVIDIA's own nvidia-smi is a closed program that
+# talks to the kernel driver, which no machine here has. go-nvml's NVML symbols are resolved when
+# first called (-z lazy), as in nvidia-ctk.
+if ! fresh nvidia-smi "$out/nvidia-smi"; then
+    (cd modules/nvidia-smi && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" \
+        /usr/bin/time -f "build nvidia-smi (STAND-IN): %e s wall, %U s user, %S s system, %M KiB peak" \
+        go build -ldflags "-s -w '-extldflags=-Wl,-z,lazy'" -o "$out/nvidia-smi" .)
+    stamp nvidia-smi > "$out/.nvidia-smi.stamp"
+fi
 
 # libnvidia-ml.so.1: the bridge's C functions are checked against go-nvml's own nvml.h (from the
 # module cache, never copied here); only NVML's names are exported (exports.map), and none may be
@@ -68,4 +89,5 @@ if ! fresh nvml-mock "$lib/libnvidia-ml.so.1"; then
     fi
     stamp nvml-mock > "$lib/.libnvidia-ml.so.1.stamp"
 fi
+LD_LIBRARY_PATH=$lib "$out/nvidia-smi" --version | sed -n 1p
 echo "libnvidia-ml.so.1: $(nm -D --defined-only "$lib/libnvidia-ml.so.1" | grep -c ' nvml') NVML functions, GPUs of go-nvml $GO_NVML_VERSION's mock"

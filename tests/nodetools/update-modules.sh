@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Write the modules that build NVIDIA's node-side tools for the tests from the Go module proxy,
 # at the versions pinned in tests/nodetools/versions.env, and tidy them (go.sum):
-#   modules/container-toolkit  nvidia-ctk (go.mod only)
+#   modules/container-toolkit  nvidia-ctk, nvidia-container-runtime(-hook), nvidia-cdi-hook (go.mod only)
+#   modules/nvidia-smi         nvidia-smi's STAND-IN (go.mod; main.go is ours)
 #   modules/nvml-mock          libnvidia-ml.so.1 over go-nvml's NVML mock (go.mod, and
 #                              unmodelled.c from the pinned go-nvml's nvml.h)
 #   tests/nodetools/update-modules.sh          write go.mod, go.sum and unmodelled.c
@@ -18,16 +19,35 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod
 
 write_container_toolkit() {
     cat <<GOMOD
-// A wrapper module that exists only to build nvidia-ctk $NVIDIA_CONTAINER_TOOLKIT_VERSION (NVIDIA's
-// container toolkit CLI) for the tests, from the Go module proxy.
+// A wrapper module that exists only to build nvidia-ctk, nvidia-container-runtime,
+// nvidia-container-runtime-hook and nvidia-cdi-hook $NVIDIA_CONTAINER_TOOLKIT_VERSION (NVIDIA's
+// container toolkit) for the tests, from the Go module proxy.
 // Written by tests/nodetools/update-modules.sh: do not edit.
 module gpufleet.test/nodetools/container-toolkit
 
 go 1.26.0
 
-tool github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk
+tool (
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime-hook
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk
+)
 
 require github.com/NVIDIA/nvidia-container-toolkit $NVIDIA_CONTAINER_TOOLKIT_VERSION
+GOMOD
+}
+
+write_nvidia_smi() {
+    cat <<GOMOD
+// nvidia-smi's STAND-IN for the tests (-L, --version), over NVML through
+// github.com/NVIDIA/go-nvml $GO_NVML_VERSION (tests/nodetools/README.md).
+// go.mod written by tests/nodetools/update-modules.sh: do not edit.
+module gpufleet.test/nodetools/nvidia-smi
+
+go 1.26.0
+
+require github.com/NVIDIA/go-nvml $GO_NVML_VERSION
 GOMOD
 }
 
@@ -110,6 +130,7 @@ module() {  # name, pinned module, go.mod
 
 module container-toolkit github.com/NVIDIA/nvidia-container-toolkit "$(write_container_toolkit)"
 module nvml-mock github.com/NVIDIA/go-nvml "$(write_nvml_mock)"
+module nvidia-smi github.com/NVIDIA/go-nvml "$(write_nvidia_smi)"
 
 unmodelled=$(write_unmodelled "$(nvml_header)")
 if $check; then

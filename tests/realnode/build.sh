@@ -2,7 +2,8 @@
 # Build what the real nodes need beyond the control plane's binaries (tests/realnode/README.md):
 #   .cache/realnode/images/pause.tar    the pause image, its program compiled (static) from the
 #                                       pause.c of the pinned Kubernetes tag, tagged as kubeadm names it
-#   .cache/realnode/images/busybox.tar  a workload image of Debian's busybox-static
+#   .cache/realnode/images/busybox.tar  a workload image of Debian's busybox-static, with glibc
+#   .cache/realnode/driver/             libcuda.so's STAND-IN and Debian's pynvml.py (below)
 #   localhost/gpufleet-debian:13-node   the node image (Containerfile): Debian 13 with containerd,
 #                                       runc and the CNI plugins
 # kubelet and kubeadm come from tests/controlplane/build.sh. Each output carries a stamp of its
@@ -53,14 +54,33 @@ if [ "$(cat "$out/images/.pause.stamp" 2>/dev/null)" != "$want" ] || [ ! -f "$ou
     echo "$want" > "$out/images/.pause.stamp"
 fi
 
-want=$(stamp "$BUSYBOX_DEB")
+# The workload image: busybox's applets, and glibc's run-time files from the Debian 13 image (as
+# busybox's own glibc flavour carries them), so that a program the container runtime mounts into a
+# container from the node (the NVML library, nvidia-smi) finds the C library it links against.
+want=$(stamp "$BUSYBOX_DEB" "$(podman image inspect --format '{{.Id}}' "$base")")
 if [ "$(cat "$out/images/.busybox.stamp" 2>/dev/null)" != "$want" ] || [ ! -f "$out/images/busybox.tar" ]; then
-    mkdir -p "$work/busybox/bin"
-    python3 ../controlplane/fetch-deb.py "$BUSYBOX_DEB" "$BUSYBOX_DEB_SHA256" usr/bin/busybox "$work/busybox/bin/busybox"
-    for applet in sh echo cat ls sleep id ps; do ln -s busybox "$work/busybox/bin/$applet"; done
+    mkdir -p "$work/busybox/rootfs/bin"
+    python3 ../controlplane/fetch-deb.py "$BUSYBOX_DEB" "$BUSYBOX_DEB_SHA256" usr/bin/busybox "$work/busybox/rootfs/bin/busybox"
+    for applet in sh echo cat ls sleep id ps grep head; do ln -s busybox "$work/busybox/rootfs/bin/$applet"; done
+    podman run --rm "$base" sh -c 'dpkg -L libc6 | grep -E "^/usr/lib(64)?/.*[.]so|^/etc/ld.so" | tar -c --no-recursion -T - 2>/dev/null' \
+        | tar -x -C "$work/busybox/rootfs"
+    ln -s usr/lib "$work/busybox/rootfs/lib"
+    ln -s usr/lib64 "$work/busybox/rootfs/lib64"
     version=$(basename "$BUSYBOX_DEB" | sed -n 's/^busybox-static_\([0-9.]*\)-.*/\1/p')
-    archive busybox "localhost/gpufleet-test/busybox:$version" "$work/busybox" "COPY bin /bin" 'CMD ["/bin/sh"]'
+    archive busybox "localhost/gpufleet-test/busybox:$version-glibc" "$work/busybox" "COPY rootfs /" 'CMD ["/bin/sh"]'
     echo "$want" > "$out/images/.busybox.stamp"
+fi
+
+# libcuda.so's STAND-IN for the nodes' GPU side (realnode.py --gpus): an empty shared object (there
+# is no CUDA here) under the name of the driver's, so that nvidia-ctk finds the driver's file set
+# when it writes the CDI spec; nothing loads it.
+mkdir -p "$out/driver"
+gcc -shared -Wl,-soname,libcuda.so.1 -o "$out/driver/libcuda.so.STAND-IN" -x c /dev/null
+# Debian's real pynvml (python3-pynvml's one module; the package itself would bring Debian's real
+# libnvidia-ml1 in place of the GPU side's NVML), for nvml_facts' NVML path on those nodes.
+if [ "$(cat "$out/driver/.pynvml.stamp" 2>/dev/null)" != "$PYNVML_DEB" ] || [ ! -f "$out/driver/pynvml.py" ]; then
+    python3 ../controlplane/fetch-deb.py "$PYNVML_DEB" "$PYNVML_DEB_SHA256" usr/lib/python3/dist-packages/pynvml.py "$out/driver/pynvml.py"
+    echo "$PYNVML_DEB" > "$out/driver/.pynvml.stamp"
 fi
 
 want=$(stamp "$pause_image" "$(podman image inspect --format '{{.Id}}' "$base")")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import pathlib
 import secrets
 import string
@@ -51,6 +52,12 @@ UNIT_FILES = REPO / "molecule" / "gpu_kubelet" / "files"
 TUNABLES = ("vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
             "kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes")
 POD_SUBNET = "10.244.0.0/16"
+# The GPU side (up(gpus=True)): tests/nodetools' NVML mock and nvidia-smi STAND-IN, build.sh's libcuda
+NODETOOLS = REPO / ".cache" / "nodetools"
+DRIVER_STAND_INS = REPO / ".cache" / "realnode" / "driver"
+# The device nodes' majors: the NVIDIA kernel module's fixed one, and one for nvidia-uvm (the
+# kernel gives it a dynamic major; no module here, so any free one)
+NVIDIA_MAJOR, UVM_MAJOR = 195, 235
 LABEL = "org.gpufleet.realnode"
 
 
@@ -58,9 +65,10 @@ class RealNodeError(Exception):
     pass
 
 
-def run(argv, *, check=True, timeout=300, input_text=None):
+def run(argv, *, check=True, timeout=300, input_text=None, env_lib=None):
+    env = dict(os.environ, LD_LIBRARY_PATH=str(env_lib)) if env_lib else None
     result = subprocess.run([str(a) for a in argv], capture_output=True, text=True, check=False,
-                            timeout=timeout, input=input_text)
+                            timeout=timeout, input=input_text, env=env)
     if check and result.returncode:
         raise RealNodeError(f"{' '.join(str(a) for a in argv)} exited with {result.returncode}:\n"
                             f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
@@ -224,6 +232,42 @@ def start_node(cluster, name, index, kubelet, image, volumes):
         node_exec(name, "ctr", "-n", "k8s.io", "images", "import", "--no-unpack", f"/srv/realnode/images/{archive.name}")
 
 
+def driver_version():
+    """The driver version NVML reports (the mock's), as nvidia-smi --version prints it."""
+    result = run([NODETOOLS / "bin" / "nvidia-smi", "--version"], env_lib=NODETOOLS / "lib")
+    for line in result.stdout.splitlines():
+        if line.startswith("DRIVER version"):
+            return line.split(":", 1)[1].strip()
+    raise RealNodeError(f"nvidia-smi --version named no driver version:\n{result.stdout}")
+
+
+def add_gpus(name):
+    """The node's GPU side, as the driver's packages and kernel module leave a node: NVML's library
+    (tests/nodetools' bridge to go-nvml's mock, a DGX H100) as libnvidia-ml.so.<version>, libcuda's
+    STAND-IN, nvidia-smi's STAND-IN (tests/nodetools), Debian's pynvml (python3-pynvml's module, for
+    nvml_facts), and the device nodes the module would make,
+    one per GPU NVML lists. Nothing of it reaches a real GPU."""
+    version = driver_version()
+    script = f"""set -e
+lib=/usr/lib/x86_64-linux-gnu
+install -m 0644 /srv/realnode/nodetools/lib/libnvidia-ml.so.1 $lib/libnvidia-ml.so.{version}
+ln -sf libnvidia-ml.so.{version} $lib/libnvidia-ml.so.1
+install -m 0644 /srv/realnode/driver/libcuda.so.STAND-IN $lib/libcuda.so.{version}
+ln -sf libcuda.so.{version} $lib/libcuda.so.1
+install -m 0755 /srv/realnode/nodetools/bin/nvidia-smi /usr/bin/nvidia-smi
+install -m 0644 /srv/realnode/driver/pynvml.py /usr/lib/python3/dist-packages/pynvml.py
+ldconfig
+gpus=$(nvidia-smi -L | grep -c '^GPU ')
+mknod -m 0666 /dev/nvidiactl c {NVIDIA_MAJOR} 255
+i=0
+while [ $i -lt $gpus ]; do mknod -m 0666 /dev/nvidia$i c {NVIDIA_MAJOR} $i; i=$((i + 1)); done
+mknod -m 0666 /dev/nvidia-uvm c {UVM_MAJOR} 0
+mknod -m 0666 /dev/nvidia-uvm-tools c {UVM_MAJOR} 1
+echo $gpus
+"""
+    return int(node_exec(name, "sh", "-c", script).stdout.split()[-1])
+
+
 def join(cluster, name, token):
     """kubeadm join with a JoinConfiguration: discovery by the bootstrap token and the CA's public
     key hash, containerd's socket, and time limits shorter than kubeadm's own 5 minutes."""
@@ -262,11 +306,16 @@ def wait_ready(cluster, name, timeout=120):
     raise RealNodeError(f"{name} not Ready after {timeout} s ({seen}); the kubelet's journal:\n{journal}")
 
 
-def up(state, names, kubelet="newest", image=IMAGE, volumes=()):
-    """Start and join the named nodes; returns their Node objects."""
-    for path in (KUBEADM, KUBELETS[kubelet], IMAGES / "pause.tar"):
+def up(state, names, kubelet="newest", image=IMAGE, volumes=(), gpus=False):
+    """Start and join the named nodes, with a GPU side when gpus is true; returns their Node objects."""
+    needed = [KUBEADM, KUBELETS[kubelet], IMAGES / "pause.tar"]
+    if gpus:
+        needed += [NODETOOLS / "bin" / "nvidia-smi", NODETOOLS / "lib" / "libnvidia-ml.so.1",
+                   DRIVER_STAND_INS / "libcuda.so.STAND-IN"]
+        volumes = [*volumes, f"{NODETOOLS}:/srv/realnode/nodetools:ro", f"{DRIVER_STAND_INS}:/srv/realnode/driver:ro"]
+    for path in needed:
         if not path.exists():
-            raise RealNodeError(f"{path} not found: build it first (make realnode-build)")
+            raise RealNodeError(f"{path} not found: build it first (make realnode-build nodetools-build)")
     cluster = Cluster(state)
     nodes = cluster.nodes_file()
     record_tunables(cluster)
@@ -277,6 +326,9 @@ def up(state, names, kubelet="newest", image=IMAGE, volumes=()):
         nodes[name] = {"index": index, "kubelet": kubelet, "image": image}
         cluster.save_nodes(nodes)
         start_node(cluster, name, index, KUBELETS[kubelet], image, volumes)
+        if gpus:
+            nodes[name]["gpus"] = add_gpus(name)
+            cluster.save_nodes(nodes)
         join(cluster, name, token)
     for name in names:
         joined[name] = wait_ready(cluster, name)
@@ -316,6 +368,7 @@ def main(argv=None):
     cmd_up.add_argument("--kubelet", choices=sorted(KUBELETS), default="newest")
     cmd_up.add_argument("--image", default=IMAGE)
     cmd_up.add_argument("--volume", action="append", default=[], help="one more podman -v for each node")
+    cmd_up.add_argument("--gpus", action="store_true", help="give each node a GPU side (NVML's mock, device nodes)")
     cmd_down = sub.add_parser("down")
     cmd_down.add_argument("--state", required=True)
     cmd_down.add_argument("--node", action="append")
@@ -325,7 +378,7 @@ def main(argv=None):
         if args.command == "address":
             print(bridge_address())
         elif args.command == "up":
-            for name, node in up(args.state, args.node, args.kubelet, args.image, args.volume).items():
+            for name, node in up(args.state, args.node, args.kubelet, args.image, args.volume, args.gpus).items():
                 info = node["status"]["nodeInfo"]
                 print(f"{name}: Ready, kubelet {info['kubeletVersion']}, {info['containerRuntimeVersion']}, {info['osImage']}")
         else:

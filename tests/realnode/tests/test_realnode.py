@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE.parent))
 import realnode  # noqa: E402  pylint: disable=wrong-import-position
 
 CONTROLPLANE = realnode.REPO / "tests" / "controlplane" / "controlplane.py"
-BUSYBOX = "localhost/gpufleet-test/busybox:1.37.0"
+BUSYBOX = "localhost/gpufleet-test/busybox:1.37.0-glibc"
 NEWEST, OLDEST, FAKE = "gpufleet-real-a", "gpufleet-real-b", "gpufleet-kwok-1"
 
 

@@ -1,11 +1,17 @@
-// A wrapper module that exists only to build nvidia-ctk v1.17.8 (NVIDIA's
-// container toolkit CLI) for the tests, from the Go module proxy.
+// A wrapper module that exists only to build nvidia-ctk, nvidia-container-runtime,
+// nvidia-container-runtime-hook and nvidia-cdi-hook v1.17.8 (NVIDIA's
+// container toolkit) for the tests, from the Go module proxy.
 // Written by tests/nodetools/update-modules.sh: do not edit.
 module gpufleet.test/nodetools/container-toolkit
 
 go 1.26.0
 
-tool github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk
+tool (
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-cdi-hook
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime-hook
+	github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk
+)
 
 require (
 	github.com/NVIDIA/go-nvlib v0.7.2 // indirect
