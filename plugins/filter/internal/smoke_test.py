@@ -609,18 +609,43 @@ def _tail(text, lines=10):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi", marker=None, nodes_not_ready=None):
+# A container runtime's refusal of a RuntimeClass handler it does not have: containerd's
+# ("no runtime for "nvidia" is configured"), CRI-O's ("failed to find runtime handler nvidia").
+_MISSING_HANDLER_RE = re.compile(r'no runtime for "(?P<a>[^"]+)" is configured|failed to find runtime handler "?(?P<b>[^" ]+)')
+_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")
+
+
+def start_failure_reason(node, words):
+    """A verdict's reason for a pod its kubelet could not start (module pods_wait's not_started words):
+    the kubelet's words, and what to do for the two causes a GPU node meets first."""
+    reason = "the pod could not start on node %s: %s" % (node, words)
+    handler = _MISSING_HANDLER_RE.search(words)
+    if handler:
+        name = handler.group("a") or handler.group("b")
+        reason += ("; the node's container runtime has no handler %r, which the pod's RuntimeClass names: NVIDIA's "
+                   "runtime is not registered there (gpu_container_toolkit has not run on the node, failed there, or "
+                   "its drop-in was removed since); run site.yml's node part on it" % name)
+    elif words.split(":", 1)[0] in _PULL_FAILURES:
+        reason += ("; the node cannot pull the smoke image: give gpu_smoke_test_image an image its registry serves "
+                   "to the nodes (or a mirror), and gpu_smoke_test_image_pull_secrets when it needs credentials")
+    return reason
+
+
+def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi", marker=None, nodes_not_ready=None,
+                         not_started=None):
     """One stage's verdict per planned node.
 
     ``plan``: the stage's entries (filter smoke_plan); ``pods``: the Pod
     objects read back; ``logs`` / ``events``: pod name -> log text / Event
     objects, read for the pods that need them; ``nodes_not_ready``: node name
     -> its Ready condition in words, for the nodes that stopped being Ready
-    while their pod had not finished (module pods_wait). Returns [{host, node,
-    pod, ok, reason, phase, state, devices, events, log_tail}].
+    while their pod had not finished; ``not_started``: pod name -> the
+    kubelet's words, for the pods it could not start (both from module
+    pods_wait). Returns [{host, node, pod, ok, reason, phase, state, devices,
+    events, log_tail}].
     """
     by_name = dict((((pod or {}).get("metadata") or {}).get("name"), pod) for pod in pods or [])
-    logs, events, nodes_not_ready = logs or {}, events or {}, nodes_not_ready or {}
+    logs, events, nodes_not_ready, not_started = logs or {}, events or {}, nodes_not_ready or {}, not_started or {}
     rows = []
     for entry in plan or []:
         name = entry["pods"][stage]
@@ -629,6 +654,8 @@ def smoke_stage_verdicts(plan, pods, logs=None, events=None, stage="nvidia-smi",
         if not verdict["ok"] and entry.get("node") in nodes_not_ready and verdict["phase"] not in ("Succeeded", "Failed"):
             verdict["reason"] = "node %s is not Ready: %s; %s" % (
                 entry.get("node"), nodes_not_ready[entry["node"]], verdict["reason"])
+        elif not verdict["ok"] and name in not_started and verdict["phase"] not in ("Succeeded", "Failed"):
+            verdict["reason"] = "%s (%s)" % (start_failure_reason(entry.get("node"), not_started[name]), verdict["reason"])
         row = {"host": entry.get("host"), "node": entry.get("node"), "pod": name,
                "uid": ((by_name.get(name) or {}).get("metadata") or {}).get("uid"), "stage": stage,
                "ok": verdict["ok"], "reason": verdict["reason"], "phase": verdict["phase"],

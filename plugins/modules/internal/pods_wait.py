@@ -26,6 +26,12 @@ description:
     reason C(Unschedulable) - no node fits, a claim no device matches, a node whose GPUs are all taken) that stays so
     for that many seconds ends the wait for it too, named in RV(unschedulable) with the scheduler's words, instead
     of a whole timeout spent on a pod that stays C(Pending).
+  - With O(start_grace), a pod on its node that the kubelet cannot start (its container waiting with a reason such
+    as C(ErrImagePull), C(ImagePullBackOff) or C(CreateContainerConfigError), or its sandbox refused by the container
+    runtime, as a C(FailedCreatePodSandBox) event says, such as C(no runtime for "nvidia" is configured)) and stays so for that
+    many seconds ends the wait for it, named in RV(not_started) with the kubelet's words, instead of a whole timeout
+    spent while the kubelet retries. The events are read (one list of the namespace's C(FailedCreatePodSandBox)
+    events) only while some pod has a node but no sandbox yet.
   - Changes nothing.
   - Internal to the role gpufleet.nvidia.gpu_smoke_test, not part of the collection's public interface; its options and
     results may change in any release.
@@ -44,6 +50,12 @@ options:
       - Seconds a pod must be seen unschedulable, look after look, before waiting stops for it; the scheduler tries
         again when the cluster changes, so a short spell is not final. Null (the default) waits for such a pod until
         O(timeout).
+    type: int
+  start_grace:
+    description:
+      - Seconds a pod must be seen not starting on its node (above), look after look, before waiting stops for it;
+        the kubelet retries pulls and sandboxes, so a short spell (a registry's hiccup, a network plugin still
+        starting) is not final. Null (the default) waits for such a pod until O(timeout).
     type: int
   namespace:
     description: Namespace of the pods.
@@ -126,6 +138,13 @@ unschedulable:
   returned: always
   type: dict
   sample: {gpufleet-smoke-nvidia-smi-gpu-b: "0/3 nodes are available: 1 cannot allocate all claims."}
+not_started:
+  description:
+    - Each pod not waited for any more because its kubelet could not start it for O(start_grace) seconds, with the
+      reason and the kubelet's or the runtime's words.
+  returned: always
+  type: dict
+  sample: {gpufleet-smoke-nvidia-smi-gpu-b: 'FailedCreatePodSandBox: ... no runtime for "nvidia" is configured'}
 finished:
   description: Whether every expected pod has finished.
   returned: always
@@ -159,6 +178,10 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import 
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.dotted import drop_paths, keep_paths
 
 FINISHED = ("Succeeded", "Failed")
+# A container's waiting reasons that the kubelet keeps retrying but that do not pass by themselves
+# (pkg/kubelet/images and kuberuntime): an image that cannot be pulled or named, a container it cannot make.
+START_FAILURES = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+                  "CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 
 
 def node_of(pod):
@@ -199,11 +222,60 @@ def unschedulable(pod):
     return None
 
 
-def judge(pods, nodes, count, settled=None, placed=None):
+def waiting_failure(pod):
+    """The kubelet's words for a container of a bound pod it cannot start (START_FAILURES), else None."""
+    if not (pod.get("spec") or {}).get("nodeName"):
+        return None
+    status = pod.get("status") or {}
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in START_FAILURES:
+            return "%s: %s" % (waiting["reason"], waiting.get("message") or "no message")
+    return None
+
+
+def without_sandbox(pod):
+    """True for a bound, unfinished pod none of whose containers has started, whose sandbox is not ready."""
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    if not spec.get("nodeName") or status.get("phase") in FINISHED:
+        return False
+    for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+        state = container.get("state") or {}
+        if state.get("running") or state.get("terminated"):
+            return False
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodReadyToStartContainers":
+            return condition.get("status") != "True"
+    return True
+
+
+def sandbox_failures(events):
+    """Pod UID -> the newest FailedCreatePodSandBox event's message, from a list of Event objects."""
+    newest = {}
+    for event in events or []:
+        uid = (event.get("involvedObject") or {}).get("uid")
+        when = event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get(
+            "creationTimestamp") or ""
+        if uid and (uid not in newest or when >= newest[uid][0]):
+            newest[uid] = (when, "FailedCreatePodSandBox: %s" % (event.get("message") or "no message"))
+    return dict((uid, words) for uid, (_when, words) in newest.items())
+
+
+def not_starting(pod, sandbox_words):
+    """The words for a bound pod its kubelet cannot start (a container's waiting reason, else its sandbox's
+    failure event, ``sandbox_words``: pod UID -> words), else None."""
+    words = waiting_failure(pod)
+    if words is None and without_sandbox(pod):
+        words = sandbox_words.get((pod.get("metadata") or {}).get("uid"))
+    return words
+
+
+def judge(pods, nodes, count, settled=None, placed=None, started=None, sandbox_words=None):
     """One look: (done, finished, nodes_not_ready). ``nodes``: Node objects, None when not read.
     ``settled``: a test of a node name and its condition in words, true once it has been seen not
     Ready long enough (default: at once). ``placed``: a test of a pod name and the scheduler's words,
-    true once it has been seen unschedulable long enough; without it such a pod keeps the wait."""
+    true once it has been seen unschedulable long enough; without it such a pod keeps the wait.
+    ``started``: the same for a pod its kubelet cannot start (not_starting, with ``sandbox_words``)."""
     unfinished = [pod for pod in pods if (pod.get("status") or {}).get("phase") not in FINISHED]
     finished = len(pods) >= count and not unfinished
     if finished or nodes is None:
@@ -223,6 +295,10 @@ def judge(pods, nodes, count, settled=None, placed=None):
         words = unschedulable(pod) if placed is not None else None
         if words and placed((pod.get("metadata") or {}).get("name"), words):
             stuck += 1
+            continue
+        words = not_starting(pod, sandbox_words or {}) if started is not None else None
+        if words and started((pod.get("metadata") or {}).get("name"), words):
+            stuck += 1
     return len(pods) >= count and stuck == len(unfinished), False, down
 
 
@@ -232,6 +308,7 @@ def main():
             AUTH_ARGUMENT_SPEC,
             grace=dict(type="int", default=20),
             unschedulable_grace=dict(type="int"),
+            start_grace=dict(type="int"),
             namespace=dict(type="str", required=True),
             label_selectors=dict(type="list", elements="str", default=[]),
             count=dict(type="int", default=1),
@@ -245,12 +322,12 @@ def main():
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     params = module.params
     if params["timeout"] < 0 or params["sleep"] <= 0 or params["count"] < 0 or params["grace"] < 0 \
-            or params["request_timeout"] <= 0 or (params["unschedulable_grace"] or 0) < 0:
-        module.fail_json(msg="pods_wait: timeout, count, grace and unschedulable_grace must be 0 or more, sleep and "
-                             "request_timeout above 0; got timeout=%s sleep=%s count=%s grace=%s "
-                             "unschedulable_grace=%s request_timeout=%s" % (
+            or params["request_timeout"] <= 0 or (params["unschedulable_grace"] or 0) < 0 or (params["start_grace"] or 0) < 0:
+        module.fail_json(msg="pods_wait: timeout, count, grace, unschedulable_grace and start_grace must be 0 or more, "
+                             "sleep and request_timeout above 0; got timeout=%s sleep=%s count=%s grace=%s "
+                             "unschedulable_grace=%s start_grace=%s request_timeout=%s" % (
                                  params["timeout"], params["sleep"], params["count"], params["grace"],
-                                 params["unschedulable_grace"], params["request_timeout"]))
+                                 params["unschedulable_grace"], params["start_grace"], params["request_timeout"]))
     if unsupported_settings(os.environ):
         module.fail_json(msg="pods_wait: %s set; this module does not take them (use a kubeconfig)" % ", ".join(
             unsupported_settings(os.environ)))
@@ -280,6 +357,17 @@ def main():
             return True
         return False
 
+    unstarted, stuck_unstarted = {}, {}
+
+    def started(name, words):
+        """Seen not starting for start_grace, with no look between where it was not."""
+        first = unstarted.setdefault(name, time.monotonic())
+        if time.monotonic() - first >= params["start_grace"]:
+            stuck_unstarted[name] = words
+            return True
+        return False
+
+    sandbox_words = {}
     while True:
         looks += 1
         try:
@@ -298,8 +386,21 @@ def main():
                 if name not in waiting:
                     del unplaced[name]
             stuck_unplaced.clear()
+            if params["start_grace"] is not None:
+                # the runtime's refusal of a sandbox is only in the kubelet's events
+                if any(without_sandbox(pod) for pod in pods):
+                    sandbox_words = sandbox_failures(request(
+                        client, "GET", path_of("api", "v1", "namespaces", params["namespace"], "events"),
+                        {"fieldSelector": "reason=FailedCreatePodSandBox,involvedObject.kind=Pod"},
+                        timeout=params["request_timeout"]).get("items") or [])
+                failing = set((pod.get("metadata") or {}).get("name") for pod in pods if not_starting(pod, sandbox_words))
+                for name in list(unstarted):
+                    if name not in failing:
+                        del unstarted[name]
+                stuck_unstarted.clear()
             done, finished, down = judge(pods, nodes, params["count"], settled,
-                                         placed if params["unschedulable_grace"] is not None else None)
+                                         placed if params["unschedulable_grace"] is not None else None,
+                                         started if params["start_grace"] is not None else None, sandbox_words)
         except ApiAnswer as error:
             if error.status not in RETRYABLE:
                 module.fail_json(msg="pods_wait: the API refused to list the pods or Nodes: HTTP %s %s: %s" % (
@@ -312,6 +413,7 @@ def main():
         time.sleep(min(params["sleep"], max(deadline - time.monotonic(), 0)))
     pods = [drop_paths(keep_paths(pod, params["keep"]), ["metadata.managedFields"]) for pod in pods]
     module.exit_json(changed=False, resources=pods, nodes_not_ready=down, unschedulable=dict(stuck_unplaced),
+                     not_started=dict(stuck_unstarted),
                      finished=finished,
                      timed_out=not done, waited=round(time.monotonic() - start, 1), looks=looks, api_errors=errors)
 

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client, config, watch
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -160,10 +160,20 @@ def test_crash_loop_back_off(cluster):
     core = cluster["core"]
     for name, node in (("crash-real", NEWEST), ("crash-kwok", FAKE)):
         core.create_namespaced_pod("default", pod(name, node, "exit 3", restart="Always"))
-    seen = wait_for(lambda: status(core, "crash-real"), lambda s: waiting_reason(s) == "CrashLoopBackOff", 90,
-                    "CrashLoopBackOff")
-    container = seen.container_statuses[0]
+    # a watch sees every status the kubelet posts (the back-off's waiting state may last a second only)
+    states = []
+    for event in watch.Watch().stream(core.list_namespaced_pod, "default", field_selector="metadata.name=crash-real",
+                                      timeout_seconds=120):
+        container = (event["object"].status.container_statuses or [None])[0]
+        if container is None:
+            continue
+        states.append((container.restart_count, container.state.waiting and container.state.waiting.reason))
+        if container.state.waiting and container.state.waiting.reason == "CrashLoopBackOff":
+            break
+    else:
+        raise AssertionError(f"no CrashLoopBackOff in 120 s: {states}")
     assert container.last_state.terminated.exit_code == 3
+    assert container.restart_count >= 1
     assert re.search(r"back-off \d+s restarting failed container=main", container.state.waiting.message), \
         container.state.waiting.message
     kwok = wait_for(lambda: status(core, "crash-kwok"), lambda s: s.phase == "Running", 30, "kwok's pod Running")

@@ -357,7 +357,7 @@ LONG_STEPS = [
     ("gpu_dra_driver", "verify.yml", "gpu_dra_driver_wait_timeout",
      "Wait until every DRA node publishes what its hardware has (up to %s s)"),
     ("gpu_smoke_test", "stage.yml", "gpu_smoke_test_timeout",
-     "Wait for every pod of the stage to finish, its node to stop being Ready, or the scheduler to give it up (up to %s s)"),
+     "Wait for every pod of the stage to finish, or its node, scheduler or kubelet to give it up (up to %s s)"),
 ]
 
 

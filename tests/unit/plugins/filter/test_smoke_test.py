@@ -777,3 +777,29 @@ def test_a_dra_node_whose_devices_are_all_allocated_is_busy_not_tested():
 
 def test_a_product_name_is_a_cel_string():
     assert st._cel_string("it's \\ odd") == "'it\\'s \\\\ odd'"
+
+
+def test_a_pod_its_kubelet_could_not_start_is_judged_by_the_kubelets_words():
+    """pods_wait's not_started words lead the verdict, with what to do for a RuntimeClass handler the
+    runtime lacks (containerd's words, as a real node says them) and an image that cannot be pulled."""
+    plan = st.smoke_plan(fleet()[:2], NODES, "nvidia.com/gpu", "one")["plan"]
+    stuck = pod("Pending", state={"waiting": {"reason": "ContainerCreating"}}, name="gpufleet-smoke-nvidia-smi-node-a")
+    pulling = pod("Pending", state={"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+                  name="gpufleet-smoke-nvidia-smi-node-b")
+    words = {"gpufleet-smoke-nvidia-smi-node-a": "FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = "
+                                                 "Unknown desc = failed to get sandbox runtime: no runtime for \"nvidia\" "
+                                                 "is configured",
+             "gpufleet-smoke-nvidia-smi-node-b": "ImagePullBackOff: Back-off pulling image"}
+    verdicts = st.smoke_stage_verdicts(plan, [stuck, pulling], stage="nvidia-smi", not_started=words)
+    assert [v["ok"] for v in verdicts] == [False, False]
+    assert verdicts[0]["reason"].startswith("the pod could not start on node node-a: FailedCreatePodSandBox: ")
+    assert "the node's container runtime has no handler 'nvidia'" in verdicts[0]["reason"]
+    assert "gpu_container_toolkit" in verdicts[0]["reason"]
+    assert verdicts[1]["reason"].startswith("the pod could not start on node node-b: ImagePullBackOff: ")
+    assert "gpu_smoke_test_image" in verdicts[1]["reason"]
+    # CRI-O's words for the same missing handler
+    assert "no handler 'nvidia'" in st.start_failure_reason(
+        "node-c", "FailedCreatePodSandBox: failed to find runtime handler nvidia from runtime list map[runc:...]")
+    # without not_started the verdict is the plain one
+    plain = st.smoke_stage_verdicts(plan, [stuck, pulling], stage="nvidia-smi")
+    assert plain[0]["reason"].startswith("the pod did not finish")

@@ -113,3 +113,65 @@ def test_connection_settings_come_from_the_parameters_else_kubernetes_cores_vari
                                                  "validate_certs": False}
     assert pw.auth_settings(dict(params, kubeconfig="/root/k", validate_certs=True), {}) == {
         "kubeconfig": "/root/k", "context": "admin@prod", "validate_certs": True}
+
+
+# The kubelet's own shapes, as the real nodes of tests/realnode show them: a container waiting on an
+# image it cannot pull, and a pod whose sandbox containerd refuses (no container status, the
+# PodReadyToStartContainers condition False, the refusal only in a FailedCreatePodSandBox event).
+def waiting_pod(name, reason, message):
+    item = pod(name, "Pending", "gpu-a")
+    item["status"]["containerStatuses"] = [{"name": "smoke", "state": {"waiting": {"reason": reason, "message": message}}}]
+    return item
+
+
+def sandboxless_pod(name, uid):
+    item = pod(name, "Pending", "gpu-a")
+    item["metadata"]["uid"] = uid
+    item["status"]["conditions"] = [{"type": "PodReadyToStartContainers", "status": "False"},
+                                    {"type": "PodScheduled", "status": "True"}]
+    item["status"]["containerStatuses"] = [{"name": "smoke", "state": {"waiting": {"reason": "ContainerCreating"}}}]
+    return item
+
+
+HANDLER = ('Failed to create pod sandbox: rpc error: code = Unknown desc = failed to get sandbox runtime: '
+           'no runtime for "nvidia" is configured')
+
+
+def sandbox_event(uid, message, when):
+    return {"involvedObject": {"kind": "Pod", "uid": uid}, "reason": "FailedCreatePodSandBox", "message": message,
+            "lastTimestamp": when}
+
+
+def test_a_pod_whose_image_cannot_be_pulled_is_not_starting():
+    item = waiting_pod("a", "ImagePullBackOff", 'Back-off pulling image "registry.invalid/cuda:1"')
+    assert pw.not_starting(item, {}) == 'ImagePullBackOff: Back-off pulling image "registry.invalid/cuda:1"'
+    # a pull still in progress is the kubelet's ordinary ContainerCreating: keep waiting
+    assert pw.not_starting(waiting_pod("b", "ContainerCreating", ""), {}) is None
+
+
+def test_a_sandbox_refusal_comes_from_the_newest_event_of_the_pods_uid():
+    events = [sandbox_event("u1", "network plugin is not ready", "2026-12-08T01:00:00Z"),
+              sandbox_event("u1", HANDLER, "2026-12-08T01:00:09Z"),
+              sandbox_event("old-pod-of-the-same-name", "something else", "2026-12-08T01:00:10Z")]
+    words = pw.sandbox_failures(events)
+    assert words["u1"] == "FailedCreatePodSandBox: " + HANDLER
+    assert pw.not_starting(sandboxless_pod("a", "u1"), words) == "FailedCreatePodSandBox: " + HANDLER
+    # another pod (another UID) is not judged by it, nor a pod whose containers have started
+    assert pw.not_starting(sandboxless_pod("b", "u2"), words) is None
+    started = sandboxless_pod("c", "u1")
+    started["status"]["containerStatuses"][0]["state"] = {"running": {"startedAt": "2026-12-08T01:00:11Z"}}
+    assert pw.not_starting(started, words) is None
+
+
+def test_pods_that_cannot_start_end_the_wait_once_their_grace_is_over():
+    pods = [pod("a", "Succeeded", "gpu-a"), waiting_pod("b", "ErrImagePull", "not found"), sandboxless_pod("c", "u3")]
+    words = pw.sandbox_failures([sandbox_event("u3", HANDLER, "2026-12-08T01:00:00Z")])
+    seen = []
+    done, finished, down = pw.judge(pods, [node("gpu-a")], 3, started=lambda name, why: seen.append((name, why)) or True,
+                                    sandbox_words=words)
+    assert (done, finished, down) == (True, False, {})
+    assert seen == [("b", "ErrImagePull: not found"), ("c", "FailedCreatePodSandBox: " + HANDLER)]
+    # within the grace (started says not yet) the wait goes on
+    assert pw.judge(pods, [node("gpu-a")], 3, started=lambda name, why: False, sandbox_words=words)[0] is False
+    # without start_grace (started None) such pods keep the wait as before
+    assert pw.judge(pods, [node("gpu-a")], 3, sandbox_words=words)[0] is False
