@@ -23,6 +23,7 @@ values first and `down` puts them back when it removes the last node.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -40,6 +41,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(REPO / "tests" / "controlplane"))
 import controlplane  # noqa: E402  pylint: disable=wrong-import-position
 
+CONTROLPLANE = REPO / "tests" / "controlplane" / "controlplane.py"
 BIN = REPO / ".cache" / "controlplane" / "bin"
 KUBELETS = {"newest": BIN / "kubelet", "oldest": BIN.parent / "kubernetes-oldest" / "kubelet"}
 KUBEADM = BIN / "kubeadm"
@@ -357,6 +359,30 @@ def down(state, names=None):
         path.write_text(json.dumps(nodes, indent=1) + "\n")
         if not nodes:
             restore_tunables(path.parent)
+
+
+@contextlib.contextmanager
+def control_plane(state, ttl=900):
+    """For tests: a control plane the real nodes can join (tests/controlplane, --node-address), and at
+    the end every real node of it removed and the control plane stopped. Yields its folder."""
+    state = pathlib.Path(state)
+    run([sys.executable, CONTROLPLANE, "start", "--state", state, "--ttl", ttl, "--node-address", bridge_address()],
+        timeout=600)
+    try:
+        yield state
+    finally:
+        down(state)
+        run([sys.executable, CONTROLPLANE, "stop", "--state", state], check=False)
+
+
+def ansible_playbook(inventory, playbook, *args, timeout=600):
+    """For tests: ansible-playbook of this Python's venv, with the collection from ANSIBLE_COLLECTIONS_PATH
+    (make's) or the checkout's .collections."""
+    env = dict(os.environ, ANSIBLE_PIPELINING="true", ANSIBLE_FORCE_COLOR="0",
+               ANSIBLE_COLLECTIONS_PATH=os.environ.get("ANSIBLE_COLLECTIONS_PATH", str(REPO / ".collections")))
+    return subprocess.run([str(a) for a in (pathlib.Path(sys.executable).parent / "ansible-playbook", "-i", inventory,
+                                            playbook, *args)],
+                          capture_output=True, text=True, env=env, check=False, timeout=timeout)
 
 
 def main(argv=None):

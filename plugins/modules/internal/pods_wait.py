@@ -270,6 +270,30 @@ def not_starting(pod, sandbox_words):
     return words
 
 
+class Spells:
+    """Pods seen in a state (unschedulable, not starting) look after look: one that stays so for ``grace``
+    seconds is given up, with its words; one seen out of it starts again from nothing."""
+
+    def __init__(self, grace):
+        self.grace = grace
+        self.since = {}
+        self.given_up = {}
+
+    def keep_only(self, names):
+        """Forget the pods no longer in the state, and this look's verdicts (judge gives them again)."""
+        for name in list(self.since):
+            if name not in names:
+                del self.since[name]
+        self.given_up.clear()
+
+    def over(self, name, words):
+        first = self.since.setdefault(name, time.monotonic())
+        if time.monotonic() - first >= self.grace:
+            self.given_up[name] = words
+            return True
+        return False
+
+
 def judge(pods, nodes, count, settled=None, placed=None, started=None, sandbox_words=None):
     """One look: (done, finished, nodes_not_ready). ``nodes``: Node objects, None when not read.
     ``settled``: a test of a node name and its condition in words, true once it has been seen not
@@ -347,26 +371,8 @@ def main():
         first = first_seen.setdefault(name, time.monotonic())
         return time.monotonic() - first >= params["grace"]
 
-    unplaced, stuck_unplaced = {}, {}
-
-    def placed(name, words):
-        """Seen unschedulable for unschedulable_grace, with no look between where it was not."""
-        first = unplaced.setdefault(name, time.monotonic())
-        if time.monotonic() - first >= params["unschedulable_grace"]:
-            stuck_unplaced[name] = words
-            return True
-        return False
-
-    unstarted, stuck_unstarted = {}, {}
-
-    def started(name, words):
-        """Seen not starting for start_grace, with no look between where it was not."""
-        first = unstarted.setdefault(name, time.monotonic())
-        if time.monotonic() - first >= params["start_grace"]:
-            stuck_unstarted[name] = words
-            return True
-        return False
-
+    unplaced = Spells(params["unschedulable_grace"])
+    unstarted = Spells(params["start_grace"])
     sandbox_words = {}
     while True:
         looks += 1
@@ -381,11 +387,7 @@ def main():
                 for name in list(first_seen):
                     if name in ready:
                         del first_seen[name]
-            waiting = set((pod.get("metadata") or {}).get("name") for pod in pods if unschedulable(pod))
-            for name in list(unplaced):
-                if name not in waiting:
-                    del unplaced[name]
-            stuck_unplaced.clear()
+            unplaced.keep_only(set((pod.get("metadata") or {}).get("name") for pod in pods if unschedulable(pod)))
             if params["start_grace"] is not None:
                 # the runtime's refusal of a sandbox is only in the kubelet's events
                 if any(without_sandbox(pod) for pod in pods):
@@ -393,14 +395,11 @@ def main():
                         client, "GET", path_of("api", "v1", "namespaces", params["namespace"], "events"),
                         {"fieldSelector": "reason=FailedCreatePodSandBox,involvedObject.kind=Pod"},
                         timeout=params["request_timeout"]).get("items") or [])
-                failing = set((pod.get("metadata") or {}).get("name") for pod in pods if not_starting(pod, sandbox_words))
-                for name in list(unstarted):
-                    if name not in failing:
-                        del unstarted[name]
-                stuck_unstarted.clear()
+                unstarted.keep_only(set((pod.get("metadata") or {}).get("name") for pod in pods
+                                        if not_starting(pod, sandbox_words)))
             done, finished, down = judge(pods, nodes, params["count"], settled,
-                                         placed if params["unschedulable_grace"] is not None else None,
-                                         started if params["start_grace"] is not None else None, sandbox_words)
+                                         unplaced.over if params["unschedulable_grace"] is not None else None,
+                                         unstarted.over if params["start_grace"] is not None else None, sandbox_words)
         except ApiAnswer as error:
             if error.status not in RETRYABLE:
                 module.fail_json(msg="pods_wait: the API refused to list the pods or Nodes: HTTP %s %s: %s" % (
@@ -412,8 +411,8 @@ def main():
             break
         time.sleep(min(params["sleep"], max(deadline - time.monotonic(), 0)))
     pods = [drop_paths(keep_paths(pod, params["keep"]), ["metadata.managedFields"]) for pod in pods]
-    module.exit_json(changed=False, resources=pods, nodes_not_ready=down, unschedulable=dict(stuck_unplaced),
-                     not_started=dict(stuck_unstarted),
+    module.exit_json(changed=False, resources=pods, nodes_not_ready=down, unschedulable=dict(unplaced.given_up),
+                     not_started=dict(unstarted.given_up),
                      finished=finished,
                      timed_out=not done, waited=round(time.monotonic() - start, 1), looks=looks, api_errors=errors)
 

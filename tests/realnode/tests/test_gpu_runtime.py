@@ -11,7 +11,6 @@ import json
 import os
 import pathlib
 import re
-import subprocess
 import sys
 import time
 
@@ -23,7 +22,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import realnode  # noqa: E402  pylint: disable=wrong-import-position
 
-CONTROLPLANE = realnode.REPO / "tests" / "controlplane" / "controlplane.py"
 PLAYBOOK = HERE.parent / "playbooks" / "toolkit.yml"
 MIRRORS = pathlib.Path(os.environ.get("GPUFLEET_MIRRORS", realnode.REPO / ".cache" / "mirrors"))
 BUSYBOX = "localhost/gpufleet-test/busybox:1.37.0-glibc"
@@ -31,10 +29,7 @@ NODE = "gpufleet-real-gpu"
 
 
 def playbook(inventory, *args):
-    env = dict(os.environ, ANSIBLE_PIPELINING="true", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_COLLECTIONS_PATH=os.environ.get("ANSIBLE_COLLECTIONS_PATH", str(realnode.REPO / ".collections")))
-    return subprocess.run([pathlib.Path(sys.executable).parent / "ansible-playbook", "-i", inventory, PLAYBOOK, *args],
-                          capture_output=True, text=True, env=env, check=False, timeout=600)
+    return realnode.ansible_playbook(inventory, PLAYBOOK, *args)
 
 
 def recap(result):
@@ -46,10 +41,7 @@ def recap(result):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpuruntime")
-    state = folder / "cp"
-    subprocess.run([sys.executable, CONTROLPLANE, "start", "--state", state, "--ttl", "900",
-                    "--node-address", realnode.bridge_address()], check=True)
-    try:
+    with realnode.control_plane(folder / "cp") as state:
         realnode.up(state, [NODE], gpus=True, volumes=[f"{MIRRORS}:/srv/mirrors:ro"])
         inventory = folder / "hosts.yml"
         inventory.write_text(json.dumps({"all": {
@@ -63,9 +55,6 @@ def cluster(tmp_path_factory):
         core = client.CoreV1Api(api)
         client.NodeV1Api(api).create_runtime_class({"metadata": {"name": "nvidia"}, "handler": "nvidia"})
         yield {"state": state, "core": core, "inventory": inventory, "first": first}
-    finally:
-        realnode.down(state)
-        subprocess.run([sys.executable, CONTROLPLANE, "stop", "--state", state], check=False)
 
 
 def node_shell(command):

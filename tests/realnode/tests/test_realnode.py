@@ -19,26 +19,19 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import realnode  # noqa: E402  pylint: disable=wrong-import-position
 
-CONTROLPLANE = realnode.REPO / "tests" / "controlplane" / "controlplane.py"
 BUSYBOX = "localhost/gpufleet-test/busybox:1.37.0-glibc"
 NEWEST, OLDEST, FAKE = "gpufleet-real-a", "gpufleet-real-b", "gpufleet-kwok-1"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    state = tmp_path_factory.mktemp("realnode") / "cp"
-    subprocess.run([sys.executable, CONTROLPLANE, "start", "--state", state, "--ttl", "900",
-                    "--node-address", realnode.bridge_address()], check=True)
-    try:
+    with realnode.control_plane(tmp_path_factory.mktemp("realnode") / "cp") as state:
         nodes = realnode.up(state, [NEWEST])
         nodes.update(realnode.up(state, [OLDEST], kubelet="oldest"))
         api = client.ApiClient(config.load_kube_config(config_file=str(state / "direct" / "admin.kubeconfig")) or None)
         core = client.CoreV1Api(api)
         core.create_node({"metadata": {"name": FAKE, "annotations": {"kwok.x-k8s.io/node": "fake"}}})
         yield {"state": state, "core": core, "api": api, "nodes": nodes}
-    finally:
-        realnode.down(state)
-        subprocess.run([sys.executable, CONTROLPLANE, "stop", "--state", state], check=False)
 
 
 def pod(name, node, command, **spec):

@@ -8,9 +8,7 @@ STAND-IN for the device plugin's advertising, which only admits the pod)."""
 from __future__ import annotations
 
 import json
-import os
 import pathlib
-import subprocess
 import sys
 import time
 
@@ -21,7 +19,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 import realnode  # noqa: E402  pylint: disable=wrong-import-position
 
-CONTROLPLANE = realnode.REPO / "tests" / "controlplane" / "controlplane.py"
 PLAYBOOK = HERE.parent / "playbooks" / "smoke.yml"
 BUSYBOX = "localhost/gpufleet-test/busybox:1.37.0-glibc"
 NODE = "gpufleet-real-smoke"
@@ -31,10 +28,7 @@ TIMEOUT = 240
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("smokefaults")
-    state = folder / "cp"
-    subprocess.run([sys.executable, CONTROLPLANE, "start", "--state", state, "--ttl", "900",
-                    "--node-address", realnode.bridge_address()], check=True)
-    try:
+    with realnode.control_plane(folder / "cp") as state:
         realnode.up(state, [NODE], gpus=True)
         kubeconfig = state / "direct" / "admin.kubeconfig"
         api = client.ApiClient(config.load_kube_config(config_file=str(kubeconfig)) or None)
@@ -46,9 +40,6 @@ def cluster(tmp_path_factory):
             assert time.monotonic() < deadline, "the kubelet did not take the advertised nvidia.com/gpu into allocatable"
             time.sleep(1)
         yield {"folder": folder, "kubeconfig": kubeconfig, "core": core}
-    finally:
-        realnode.down(state)
-        subprocess.run([sys.executable, CONTROLPLANE, "stop", "--state", state], check=False)
 
 
 def smoke(cluster, name, **settings):
@@ -62,11 +53,8 @@ def smoke(cluster, name, **settings):
                                                     "ansible_python_interpreter": "/usr/bin/python3"}}}},
         "vars": {"gpu_smoke_test_kubeconfig": str(cluster["kubeconfig"]), "gpu_smoke_test_image": BUSYBOX,
                  "gpu_smoke_test_timeout": TIMEOUT, "realnode_smoke_report": str(report), **settings}}}))
-    env = dict(os.environ, ANSIBLE_PIPELINING="true", ANSIBLE_FORCE_COLOR="0",
-               ANSIBLE_COLLECTIONS_PATH=os.environ.get("ANSIBLE_COLLECTIONS_PATH", str(realnode.REPO / ".collections")))
     started = time.monotonic()
-    result = subprocess.run([pathlib.Path(sys.executable).parent / "ansible-playbook", "-i", inventory, PLAYBOOK],
-                            capture_output=True, text=True, env=env, check=False, timeout=TIMEOUT + 120)
+    result = realnode.ansible_playbook(inventory, PLAYBOOK, timeout=TIMEOUT + 120)
     seconds = time.monotonic() - started
     rows = json.loads(report.read_text()) if report.exists() else []
     row = [r for r in rows if r.get("node") == NODE]

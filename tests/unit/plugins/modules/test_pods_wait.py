@@ -175,3 +175,19 @@ def test_pods_that_cannot_start_end_the_wait_once_their_grace_is_over():
     assert pw.judge(pods, [node("gpu-a")], 3, started=lambda name, why: False, sandbox_words=words)[0] is False
     # without start_grace (started None) such pods keep the wait as before
     assert pw.judge(pods, [node("gpu-a")], 3, sandbox_words=words)[0] is False
+
+
+def test_a_spell_is_given_up_after_its_grace_and_starts_again_once_broken(monkeypatch):
+    now = [100.0]
+    monkeypatch.setattr(pw.time, "monotonic", lambda: now[0])
+    spells = pw.Spells(20)
+    spells.keep_only({"a"})
+    assert spells.over("a", "ErrImagePull: x") is False
+    now[0] = 119.0
+    assert spells.over("a", "ErrImagePull: x") is False
+    now[0] = 120.0
+    assert spells.over("a", "ErrImagePull: y") is True and spells.given_up == {"a": "ErrImagePull: y"}
+    # a look where the pod is out of the state (it started pulling again) forgets it and its verdict
+    spells.keep_only(set())
+    assert spells.given_up == {} and spells.since == {}
+    assert spells.over("a", "ErrImagePull: z") is False
