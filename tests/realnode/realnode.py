@@ -17,7 +17,8 @@ kubeadm-flags.env, /etc/kubernetes/kubelet.conf with the certificate the CSR got
 
 Like kind's nodes, the kubelet of a node in a privileged container sets a few kernel tunables of
 the machine (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops, ...). `up` records their
-values first and `down` puts them back when it removes the last node.
+values before the machine's first real node (one record per machine and boot, so that a run killed
+before `down` leaves the originals) and `down` puts them back once no real node is left.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ DRIVER_STAND_INS = REPO / ".cache" / "realnode" / "driver"
 # kernel gives it a dynamic major; no module here, so any free one)
 NVIDIA_MAJOR, UVM_MAJOR = 195, 235
 LABEL = "org.gpufleet.realnode"
+# The machine's kernel tunables as they were before the first real node (record_tunables)
+TUNABLES_RECORD = pathlib.Path(os.environ.get("REALNODE_TUNABLES_RECORD", "/var/tmp/gpufleet-realnode/sysctl.json"))
 
 
 class RealNodeError(Exception):
@@ -145,8 +148,13 @@ def kubeadm_config(cluster, token):
          "networking": {"serviceSubnet": controlplane.SERVICE_CIDR, "podSubnet": POD_SUBNET}},
         # The machines run cgroup v1 with the cgroupfs driver: from 1.35 the kubelet starts there only
         # with failCgroupV1: false. Swap may be on on a test machine.
+        # The kubelet sees the machine's own disk: its image garbage collection (85 % used by default) would
+        # delete the imported images nothing can pull again, and its eviction thresholds evict pods for
+        # the machine's use of it. Both off, as kind does for its nodes.
         {"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-         "cgroupDriver": "cgroupfs", "failCgroupV1": False, "failSwapOn": False},
+         "cgroupDriver": "cgroupfs", "failCgroupV1": False, "failSwapOn": False,
+         "imageGCHighThresholdPercent": 100,
+         "evictionHard": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"}},
     ]
     return "---\n".join(json.dumps(doc) + "\n" for doc in documents)
 
@@ -182,26 +190,51 @@ def ca_cert_hash(state):
     return "sha256:" + hashlib.sha256(der).hexdigest()
 
 
-def record_tunables(cluster):
-    path = cluster.folder / "sysctl.json"
-    if not path.exists():
-        values = {}
-        for key in TUNABLES:
-            result = run(["sysctl", "-n", key], check=False)
-            if not result.returncode:
-                values[key] = result.stdout.strip()
-        path.write_text(json.dumps(values, indent=1) + "\n")
+def labelled_containers():
+    """The names of this machine's real-node containers, of any control plane."""
+    out = run(["podman", "ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}"], check=False).stdout
+    return set(out.split())
 
 
-def restore_tunables(folder):
-    path = folder / "sysctl.json"
+def boot_id():
+    return pathlib.Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def record_tunables(path=None):
+    """Keep the machine's kernel tunables before any real node of any control plane runs: one record per
+    machine and boot (TUNABLES_RECORD), so that a run killed before down() leaves the original values
+    for the next one to put back, never the kubelet's."""
+    path = pathlib.Path(path or TUNABLES_RECORD)
+    if path.exists() and json.loads(path.read_text()).get("boot_id") == boot_id():
+        return
+    if labelled_containers():  # a node already runs: the values now are a kubelet's, not the machine's
+        return
+    values = {}
+    for key in TUNABLES:
+        result = run(["sysctl", "-n", key], check=False)
+        if not result.returncode:
+            values[key] = result.stdout.strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"boot_id": boot_id(), "values": values}, indent=1) + "\n")
+
+
+def restore_tunables(path=None):
+    """Put the recorded values back and forget them (down() calls it once no real node is left)."""
+    path = pathlib.Path(path or TUNABLES_RECORD)
     if path.exists():
-        for key, value in json.loads(path.read_text()).items():
-            run(["sysctl", "-q", "-w", f"{key}={value}"], check=False)
+        record = json.loads(path.read_text())
+        if record.get("boot_id") == boot_id():
+            for key, value in record.get("values", {}).items():
+                run(["sysctl", "-q", "-w", f"{key}={value}"], check=False)
         path.unlink()
 
 
 def start_node(cluster, name, index, kubelet, image, volumes):
+    present = run(["podman", "inspect", "--type", "container", "--format", f'{{{{index .Config.Labels "{LABEL}"}}}}', name],
+                  check=False)
+    if not present.returncode and present.stdout.strip() != str(cluster.state):
+        raise RealNodeError(f"a container named {name} exists that is not a real node of {cluster.state} "
+                            f"({LABEL}={present.stdout.strip() or 'none'}): remove it or choose another name")
     run(["podman", "rm", "-f", "-v", "--ignore", name])
     run(["podman", "run", "-d", "--name", name, "--hostname", name, "--privileged", "--cgroupns=private",
          "--systemd=always", "--label", f"{LABEL}={cluster.state}",
@@ -320,7 +353,7 @@ def up(state, names, kubelet="newest", image=IMAGE, volumes=(), gpus=False):
             raise RealNodeError(f"{path} not found: build it first (make realnode-build nodetools-build)")
     cluster = Cluster(state)
     nodes = cluster.nodes_file()
-    record_tunables(cluster)
+    record_tunables()
     token = prepare_control_plane(cluster)
     joined = {}
     for name in names:
@@ -357,8 +390,8 @@ def down(state, names=None):
         nodes.pop(name, None)
     if path.parent.exists():
         path.write_text(json.dumps(nodes, indent=1) + "\n")
-        if not nodes:
-            restore_tunables(path.parent)
+    if not labelled_containers():
+        restore_tunables()
 
 
 @contextlib.contextmanager
@@ -410,7 +443,8 @@ def main(argv=None):
         else:
             down(args.state, args.node)
     except RealNodeError as err:
-        sys.exit(f"realnode: {err}")
+        hint = f"\n(what was started stays: realnode.py down --state {args.state} removes it)" if args.command == "up" else ""
+        sys.exit(f"realnode: {err}{hint}")
 
 
 if __name__ == "__main__":

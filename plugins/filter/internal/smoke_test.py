@@ -17,6 +17,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 
 from ansible_collections.gpufleet.nvidia.plugins.filter.internal.node_health import node_health
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.nvml_inventory import parse_smi_list
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.pod_start import NEVER_STARTS, PULL_FAILURES, missing_handler
 
 # Bytes of a termination message the kubelet keeps (the end of it).
 TERMINATION_MESSAGE_KEPT = 4000
@@ -609,19 +610,15 @@ def _tail(text, lines=10):
     return "\n".join((text or "").strip().splitlines()[-lines:])
 
 
-# A container runtime's refusal of a RuntimeClass handler it does not have: containerd's
-# ("no runtime for "nvidia" is configured"), CRI-O's ("failed to find runtime handler nvidia").
-_MISSING_HANDLER_RE = re.compile(r'no runtime for "(?P<a>[^"]+)" is configured|failed to find runtime handler "?(?P<b>[^" ]+)')
-_PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName")
+_PULL_FAILURES = PULL_FAILURES + NEVER_STARTS
 
 
 def start_failure_reason(node, words):
     """A verdict's reason for a pod its kubelet could not start (module pods_wait's not_started words):
     the kubelet's words, and what to do for the two causes a GPU node meets first."""
     reason = "the pod could not start on node %s: %s" % (node, words)
-    handler = _MISSING_HANDLER_RE.search(words)
-    if handler:
-        name = handler.group("a") or handler.group("b")
+    name = missing_handler(words)
+    if name:
         reason += ("; the node's container runtime has no handler %r, which the pod's RuntimeClass names: NVIDIA's "
                    "runtime is not registered there (gpu_container_toolkit has not run on the node, failed there, or "
                    "its drop-in was removed since); run site.yml's node part on it" % name)

@@ -26,12 +26,16 @@ description:
     reason C(Unschedulable) - no node fits, a claim no device matches, a node whose GPUs are all taken) that stays so
     for that many seconds ends the wait for it too, named in RV(unschedulable) with the scheduler's words, instead
     of a whole timeout spent on a pod that stays C(Pending).
-  - With O(start_grace), a pod on its node that the kubelet cannot start (its container waiting with a reason such
-    as C(ErrImagePull), C(ImagePullBackOff) or C(CreateContainerConfigError), or its sandbox refused by the container
-    runtime, as a C(FailedCreatePodSandBox) event says, such as C(no runtime for "nvidia" is configured)) and stays so for that
-    many seconds ends the wait for it, named in RV(not_started) with the kubelet's words, instead of a whole timeout
-    spent while the kubelet retries. The events are read (one list of the namespace's C(FailedCreatePodSandBox)
-    events) only while some pod has a node but no sandbox yet.
+  - With O(start_grace), a pod on its node that the kubelet's retries will not start, seen so for that many seconds,
+    ends the wait for it, named in RV(not_started) with the kubelet's words, instead of a whole timeout. That is a
+    container waiting on an image reference that does not parse (C(InvalidImageName)), an image absent under
+    C(imagePullPolicy Never), or a pull the registry answered with no such image, tag or repository, refused
+    credentials or a name that does not resolve (C(ErrImagePull), C(ImagePullBackOff)); or a sandbox the container
+    runtime refuses for a RuntimeClass handler it does not have (a C(FailedCreatePodSandBox) event such as
+    C(no runtime for "nvidia" is configured)). A pull that timed out or met HTTP 429 or 5xx, a network plugin still
+    starting, are left to the kubelet's retries. The events are read (one list of the namespace's
+    C(FailedCreatePodSandBox) events) only while some pod has a node but no sandbox yet; where the API refuses that
+    list (no C(list) on C(events)), sandbox refusals are left to the timeout.
   - Changes nothing.
   - Internal to the role gpufleet.nvidia.gpu_smoke_test, not part of the collection's public interface; its options and
     results may change in any release.
@@ -176,12 +180,9 @@ from ansible_collections.gpufleet.nvidia.plugins.module_utils.k8s_client import 
     AUTH_ARGUMENT_SPEC, HAS_KUBERNETES, KUBERNETES_IMPORT_ERROR, NO_ANSWER, RETRYABLE, ApiAnswer, api_client,
     auth_settings, path_of, request, unsupported_settings)
 from ansible_collections.gpufleet.nvidia.plugins.module_utils.dotted import drop_paths, keep_paths
+from ansible_collections.gpufleet.nvidia.plugins.module_utils.pod_start import final_waiting, missing_handler
 
 FINISHED = ("Succeeded", "Failed")
-# A container's waiting reasons that the kubelet keeps retrying but that do not pass by themselves
-# (pkg/kubelet/images and kuberuntime): an image that cannot be pulled or named, a container it cannot make.
-START_FAILURES = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-                  "CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 
 
 def node_of(pod):
@@ -223,13 +224,15 @@ def unschedulable(pod):
 
 
 def waiting_failure(pod):
-    """The kubelet's words for a container of a bound pod it cannot start (START_FAILURES), else None."""
+    """The kubelet's words for a container of a bound pod that its retries will not start (module_utils
+    pod_start: an image reference that does not parse, an image the registry does not have or refuses),
+    else None."""
     if not (pod.get("spec") or {}).get("nodeName"):
         return None
     status = pod.get("status") or {}
     for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
         waiting = (container.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") in START_FAILURES:
+        if final_waiting(waiting.get("reason"), waiting.get("message")):
             return "%s: %s" % (waiting["reason"], waiting.get("message") or "no message")
     return None
 
@@ -250,15 +253,18 @@ def without_sandbox(pod):
 
 
 def sandbox_failures(events):
-    """Pod UID -> the newest FailedCreatePodSandBox event's message, from a list of Event objects."""
+    """Pod UID -> the newest FailedCreatePodSandBox event's message, from a list of Event objects, for
+    the refusals no retry mends (a RuntimeClass handler the runtime lacks); a network plugin still
+    starting, a slow pause image are the kubelet's to retry."""
     newest = {}
     for event in events or []:
         uid = (event.get("involvedObject") or {}).get("uid")
         when = event.get("lastTimestamp") or event.get("eventTime") or (event.get("metadata") or {}).get(
             "creationTimestamp") or ""
         if uid and (uid not in newest or when >= newest[uid][0]):
-            newest[uid] = (when, "FailedCreatePodSandBox: %s" % (event.get("message") or "no message"))
-    return dict((uid, words) for uid, (_when, words) in newest.items())
+            newest[uid] = (when, event.get("message") or "")
+    return dict((uid, "FailedCreatePodSandBox: %s" % message) for uid, (_when, message) in newest.items()
+                if missing_handler(message))
 
 
 def not_starting(pod, sandbox_words):
@@ -326,6 +332,24 @@ def judge(pods, nodes, count, settled=None, placed=None, started=None, sandbox_w
     return len(pods) >= count and stuck == len(unfinished), False, down
 
 
+def read_sandbox_failures(client, params, known):
+    """The namespace's sandbox refusals (sandbox_failures); None when the API refuses the list (403: the
+    caller may not list events, 404); ``known`` when it gives no answer this time."""
+    try:
+        return sandbox_failures(request(
+            client, "GET", path_of("api", "v1", "namespaces", params["namespace"], "events"),
+            {"fieldSelector": "reason=FailedCreatePodSandBox,involvedObject.kind=Pod"},
+            timeout=params["request_timeout"]).get("items") or [])
+    except ApiAnswer as error:
+        if error.status in (403, 404):
+            return None
+        if error.status in RETRYABLE:
+            return known
+        raise
+    except NO_ANSWER:
+        return known
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -374,6 +398,8 @@ def main():
     unplaced = Spells(params["unschedulable_grace"])
     unstarted = Spells(params["start_grace"])
     sandbox_words = {}
+    # the runtime's refusal of a sandbox is only in the kubelet's events
+    read_events = params["start_grace"] is not None
     while True:
         looks += 1
         try:
@@ -387,14 +413,12 @@ def main():
                 for name in list(first_seen):
                     if name in ready:
                         del first_seen[name]
+            if read_events and any(without_sandbox(pod) for pod in pods):
+                sandbox_words = read_sandbox_failures(client, params, sandbox_words)
+                if sandbox_words is None:  # the API does not give the events: leave refusals to the timeout
+                    read_events, sandbox_words = False, {}
             unplaced.keep_only(set((pod.get("metadata") or {}).get("name") for pod in pods if unschedulable(pod)))
             if params["start_grace"] is not None:
-                # the runtime's refusal of a sandbox is only in the kubelet's events
-                if any(without_sandbox(pod) for pod in pods):
-                    sandbox_words = sandbox_failures(request(
-                        client, "GET", path_of("api", "v1", "namespaces", params["namespace"], "events"),
-                        {"fieldSelector": "reason=FailedCreatePodSandBox,involvedObject.kind=Pod"},
-                        timeout=params["request_timeout"]).get("items") or [])
                 unstarted.keep_only(set((pod.get("metadata") or {}).get("name") for pod in pods
                                         if not_starting(pod, sandbox_words)))
             done, finished, down = judge(pods, nodes, params["count"], settled,

@@ -233,7 +233,9 @@ def test_node_not_ready_after_the_grace_period(cluster, core):
 
     ready = wait_for(unknown, timeout=60, what="cpu-x Unknown")
     assert ready.reason == "NodeStatusUnknown"
-    assert time.monotonic() - started >= 8  # not before kube-controller-manager's grace period
+    # not before kube-controller-manager's grace period (8 s) counted from the last renewal of the Node's
+    # Lease, which kwok renews every quarter of its 8 s duration: at least 6 s after the fault
+    assert time.monotonic() - started >= 6
     taints = {t.key for t in core.read_node("cpu-x").spec.taints or []}
     assert "node.kubernetes.io/unreachable" in taints
     # the node lifecycle controller marks the node's pods not Ready

@@ -28,7 +28,7 @@ TIMEOUT = 240
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     folder = tmp_path_factory.mktemp("smokefaults")
-    with realnode.control_plane(folder / "cp") as state:
+    with realnode.control_plane(folder / "cp", ttl=1800) as state:
         realnode.up(state, [NODE], gpus=True)
         kubeconfig = state / "direct" / "admin.kubeconfig"
         api = client.ApiClient(config.load_kube_config(config_file=str(kubeconfig)) or None)

@@ -789,7 +789,7 @@ def test_a_pod_its_kubelet_could_not_start_is_judged_by_the_kubelets_words():
     words = {"gpufleet-smoke-nvidia-smi-node-a": "FailedCreatePodSandBox: Failed to create pod sandbox: rpc error: code = "
                                                  "Unknown desc = failed to get sandbox runtime: no runtime for \"nvidia\" "
                                                  "is configured",
-             "gpufleet-smoke-nvidia-smi-node-b": "ImagePullBackOff: Back-off pulling image"}
+             "gpufleet-smoke-nvidia-smi-node-b": "ImagePullBackOff: Back-off pulling image: no such host"}
     verdicts = st.smoke_stage_verdicts(plan, [stuck, pulling], stage="nvidia-smi", not_started=words)
     assert [v["ok"] for v in verdicts] == [False, False]
     assert verdicts[0]["reason"].startswith("the pod could not start on node node-a: FailedCreatePodSandBox: ")

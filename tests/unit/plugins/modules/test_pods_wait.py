@@ -142,19 +142,47 @@ def sandbox_event(uid, message, when):
             "lastTimestamp": when}
 
 
-def test_a_pod_whose_image_cannot_be_pulled_is_not_starting():
-    item = waiting_pod("a", "ImagePullBackOff", 'Back-off pulling image "registry.invalid/cuda:1"')
-    assert pw.not_starting(item, {}) == 'ImagePullBackOff: Back-off pulling image "registry.invalid/cuda:1"'
-    # a pull still in progress is the kubelet's ordinary ContainerCreating: keep waiting
-    assert pw.not_starting(waiting_pod("b", "ContainerCreating", ""), {}) is None
+NO_SUCH_HOST = ('Back-off pulling image "registry.invalid/cuda:1": ErrImagePull: failed to pull and unpack image '
+                '"registry.invalid/cuda:1": failed to resolve reference "registry.invalid/cuda:1": failed to do request: '
+                'Head "https://registry.invalid/v2/cuda/manifests/1": dial tcp: lookup registry.invalid: no such host')
+
+
+def test_a_pull_the_registry_answered_for_good_is_not_starting():
+    item = waiting_pod("a", "ImagePullBackOff", NO_SUCH_HOST)
+    assert pw.not_starting(item, {}) == "ImagePullBackOff: " + NO_SUCH_HOST
+    for message in ('rpc error: code = NotFound desc = failed to pull and unpack image "nvcr.io/nvidia/cuda:9.9": '
+                    'failed to resolve reference: nvcr.io/nvidia/cuda:9.9: not found',
+                    'failed to authorize: failed to fetch anonymous token: unexpected status: 401 Unauthorized'):
+        assert pw.not_starting(waiting_pod("b", "ErrImagePull", message), {}) is not None
+    assert pw.not_starting(waiting_pod("c", "InvalidImageName", 'couldn\'t parse image name "Bad:Name"'), {}) is not None
+
+
+def test_a_pull_the_kubelet_will_try_again_keeps_the_wait():
+    # the kubelet shows the last failure while it pulls again: a timeout, a 429, a 5xx may pass
+    for message in ('Back-off pulling image "nvcr.io/nvidia/cuda:12.2.2": ErrImagePull: failed to copy: read tcp: i/o timeout',
+                    'failed to pull: unexpected status from HEAD request: 429 Too Many Requests',
+                    'failed to pull: unexpected status code: 503 Service Unavailable'):
+        assert pw.not_starting(waiting_pod("a", "ImagePullBackOff", message), {}) is None
+    # a container the kubelet may still make (a ConfigMap created late), a pull in progress
+    assert pw.not_starting(waiting_pod("b", "CreateContainerConfigError", 'configmap "x" not found'), {}) is None
+    assert pw.not_starting(waiting_pod("c", "ContainerCreating", ""), {}) is None
 
 
 def test_a_sandbox_refusal_comes_from_the_newest_event_of_the_pods_uid():
     events = [sandbox_event("u1", "network plugin is not ready", "2026-12-08T01:00:00Z"),
               sandbox_event("u1", HANDLER, "2026-12-08T01:00:09Z"),
-              sandbox_event("old-pod-of-the-same-name", "something else", "2026-12-08T01:00:10Z")]
+              sandbox_event("old-pod-of-the-same-name", HANDLER, "2026-12-08T01:00:10Z"),
+              # containerd 2.x and CRI-O say it their way
+              sandbox_event("u4", 'Failed to create pod sandbox: rpc error: code = Unknown desc = unable to get OCI runtime '
+                                  'for sandbox "0f1e": no runtime for "nvidia" is configured', "2026-12-08T01:00:11Z"),
+              sandbox_event("u5", "Failed to create pod sandbox: rpc error: code = Unknown desc = failed to find runtime "
+                                  "handler nvidia from runtime list map[crun:0xc000 runc:0xc001]", "2026-12-08T01:00:12Z"),
+              # the kubelet retries a network plugin that is not ready yet: not final
+              sandbox_event("u6", "Failed to create pod sandbox: plugin type=\"calico\" failed (add): connection refused",
+                            "2026-12-08T01:00:13Z")]
     words = pw.sandbox_failures(events)
     assert words["u1"] == "FailedCreatePodSandBox: " + HANDLER
+    assert set(words) == {"u1", "old-pod-of-the-same-name", "u4", "u5"}
     assert pw.not_starting(sandboxless_pod("a", "u1"), words) == "FailedCreatePodSandBox: " + HANDLER
     # another pod (another UID) is not judged by it, nor a pod whose containers have started
     assert pw.not_starting(sandboxless_pod("b", "u2"), words) is None
@@ -191,3 +219,17 @@ def test_a_spell_is_given_up_after_its_grace_and_starts_again_once_broken(monkey
     spells.keep_only(set())
     assert spells.given_up == {} and spells.since == {}
     assert spells.over("a", "ErrImagePull: z") is False
+
+
+def test_events_the_api_does_not_give_turn_the_sandbox_check_off(monkeypatch):
+    def refuse(*_args, **_kwargs):
+        raise pw.ApiAnswer(403, "Forbidden", "events is forbidden", {})
+
+    monkeypatch.setattr(pw, "request", refuse)
+    assert pw.read_sandbox_failures(None, {"namespace": "smoke", "request_timeout": 5}, {"u": "x"}) is None
+
+    def busy(*_args, **_kwargs):
+        raise pw.ApiAnswer(503, "Service Unavailable", "", {})
+
+    monkeypatch.setattr(pw, "request", busy)
+    assert pw.read_sandbox_failures(None, {"namespace": "smoke", "request_timeout": 5}, {"u": "x"}) == {"u": "x"}
