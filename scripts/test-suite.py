@@ -119,7 +119,7 @@ def build_jobs():
         Job("control plane", "cluster", make("controlplane"), needs=["venv", "control plane build"], estimate=180),
         Job("real node build", "set-up", make("realnode-build"), needs=["image 13", "control plane build"], estimate=30),
         Job("real node", "cluster", make("realnode"), needs=["venv", "collections", "real node build", "mirrors"],
-            estimate=240),
+            estimate=320),
         Job("package", "package", make("package"), needs=["venv", "collections", "image 12"], estimate=40),
     ]
     for core in cores:
