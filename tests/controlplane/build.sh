@@ -56,9 +56,12 @@ build_kubernetes() {  # wrapper module, version, folder, binary...
     "$dir/kube-apiserver" --version
     "$dir/kubelet" --version
 }
-# kubeadm only at the newest release: it joins the real nodes (tests/realnode) to the newest control plane.
-build_kubernetes kubernetes "$KUBERNETES_VERSION" "$out" kube-apiserver kube-controller-manager kube-scheduler kubelet kubeadm
-# CONTROLPLANE_NEWEST_ONLY=1 skips it (a developer's quick build; make test builds both)
+# kubeadm only at the newest release: it joins the real nodes (tests/realnode) to the newest control
+# plane. CONTROLPLANE_NEWEST_ONLY=1 (the demo's and a developer's quick build) leaves it out, with the
+# oldest release below; make test builds all of it.
+newest=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+[ -n "${CONTROLPLANE_NEWEST_ONLY:-}" ] || newest+=(kubeadm)
+build_kubernetes kubernetes "$KUBERNETES_VERSION" "$out" "${newest[@]}"
 [ -n "${CONTROLPLANE_NEWEST_ONLY:-}" ] || build_kubernetes kubernetes-oldest "$KUBERNETES_OLDEST_VERSION" "$(dirname "$out")/kubernetes-oldest" \
     kube-apiserver kube-controller-manager kube-scheduler kubelet
 
