@@ -90,8 +90,16 @@ def test_role_registers_the_runtime_on_a_serving_node(cluster):
     assert 'enable_cdi = true' in dump
     for program in ("nvidia-ctk", "nvidia-container-runtime", "nvidia-container-runtime-hook", "nvidia-cdi-hook"):
         assert "version 1.17.8" in node_shell(f"{program} --version | head -1"), program
-    gpus = len(re.findall(r"^GPU \d+:", node_shell("nvidia-smi -L"), re.MULTILINE))
+    listed = node_shell("nvidia-smi -L")
+    gpus = len(re.findall(r"^GPU \d+:", listed, re.MULTILINE))
     assert gpus == 8
+    # NVML's lookup by UUID (jit-cdi's, from toolkit 1.18), through Debian's pynvml as nvml_facts uses it
+    third = re.search(r"^GPU 3: .*\(UUID: (GPU-[0-9a-f-]+)\)$", listed, re.MULTILINE).group(1)
+    lookup = node_shell("python3 -c 'import sys, pynvml; pynvml.nvmlInit(); "
+                        "print(pynvml.nvmlDeviceGetIndex(pynvml.nvmlDeviceGetHandleByUUID(sys.argv[1].encode())))"
+                        f"' {third}; python3 -c 'import pynvml; pynvml.nvmlInit(); "
+                        "pynvml.nvmlDeviceGetHandleByUUID(b\"GPU-00000000-0000-0000-0000-000000000000\")' 2>&1 | tail -1")
+    assert lookup.splitlines()[0] == "3" and "Not Found" in lookup.splitlines()[-1], lookup
     spec = yaml.safe_load(node_shell("cat /etc/cdi/nvidia.yaml"))
     assert spec["kind"] == "nvidia.com/gpu"
     names = {str(device["name"]) for device in spec["devices"]}

@@ -289,3 +289,25 @@ func nvmlDeviceGetHandleByIndex_v2(index C.uint, device *C.nvmlDevice_t) C.nvmlR
 func nvmlDeviceGetHandleByIndex(index C.uint, device *C.nvmlDevice_t) C.nvmlReturn_t {
 	return handleByIndex(index, device)
 }
+
+// gpufleetHandleByUUID answers nvmlDeviceGetHandleByUUID (handlebyuuid.c): a GPU by the UUID the
+// mock keeps for it (server.Device.UUID). NVIDIA's container toolkit looks GPUs up so from 1.18 on
+// (its jit-cdi mode). A UUID no GPU has is NVML_ERROR_NOT_FOUND, as nvml.h says, where the mock
+// answers ERROR_INVALID_ARGUMENT; MIG devices' UUIDs are not looked up.
+//
+//export gpufleetHandleByUUID
+func gpufleetHandleByUUID(uuid *C.char, device *C.nvmlDevice_t) C.nvmlReturn_t {
+	return run("nvmlDeviceGetHandleByUUID", func() nvml.Return {
+		if uuid == nil || device == nil {
+			return nvml.ERROR_INVALID_ARGUMENT
+		}
+		d, ret := srv.DeviceGetHandleByUUID(C.GoString(uuid))
+		switch ret {
+		case nvml.SUCCESS:
+			*device = handleFor(d)
+		case nvml.ERROR_INVALID_ARGUMENT:
+			ret = nvml.ERROR_NOT_FOUND
+		}
+		return ret
+	})
+}
